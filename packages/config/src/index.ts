@@ -1,0 +1,8 @@
+export { loadConfigFile, parseConfig } from './load.js';
+export type { LoadOptions } from './load.js';
+export { ConfigError } from './errors.js';
+export { expandEnv, MissingEnvError } from './env.js';
+export type { EnvLookup } from './env.js';
+export { Router } from './router.js';
+export type { RouteMatch } from './router.js';
+export type { Config, ProviderConfig, ProviderType, RouteConfig, CaptureConfig } from './types.js';

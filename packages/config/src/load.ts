@@ -1,0 +1,220 @@
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { parse as parseYaml, YAMLParseError } from 'yaml';
+import { ConfigError } from './errors.js';
+import { expandEnv, MissingEnvError, type EnvLookup } from './env.js';
+import type { CaptureConfig, Config, ProviderConfig, ProviderType, RouteConfig } from './types.js';
+
+const PROVIDER_TYPES: readonly ProviderType[] = ['openai', 'anthropic', 'openai-compatible'];
+
+type Obj = Record<string, unknown>;
+
+/** Walks the parsed YAML with the file and field path at hand for error messages. */
+class Reader {
+  constructor(
+    readonly file: string,
+    readonly env: EnvLookup,
+  ) {}
+
+  fail(field: string, problem: string): never {
+    throw new ConfigError(this.file, field, problem);
+  }
+
+  obj(v: unknown, field: string): Obj {
+    if (v === undefined || v === null) return {};
+    if (typeof v !== 'object' || Array.isArray(v)) this.fail(field, `must be a mapping, got ${describe(v)}`);
+    return v as Obj;
+  }
+
+  known(o: Obj, field: string, keys: readonly string[]): void {
+    for (const k of Object.keys(o)) {
+      if (!keys.includes(k)) this.fail(field === '' ? k : `${field}.${k}`, `unknown field (expected one of: ${keys.join(', ')})`);
+    }
+  }
+
+  str(v: unknown, field: string, fallback?: string): string {
+    if (v === undefined || v === null) {
+      if (fallback !== undefined) return fallback;
+      this.fail(field, 'is required');
+    }
+    if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+    if (typeof v !== 'string') this.fail(field, `must be a string, got ${describe(v)}`);
+    try {
+      return expandEnv(v, this.env);
+    } catch (e) {
+      if (e instanceof MissingEnvError) this.fail(field, e.message);
+      throw e;
+    }
+  }
+
+  int(v: unknown, field: string, fallback: number, min: number, max: number): number {
+    if (v === undefined || v === null) return fallback;
+    const s = typeof v === 'number' ? String(v) : this.str(v, field);
+    if (s === '') return fallback;
+    if (!/^-?\d+$/.test(s)) this.fail(field, `must be an integer, got "${s}"`);
+    const n = Number(s);
+    if (n < min || n > max) this.fail(field, `must be between ${min} and ${max}, got ${n}`);
+    return n;
+  }
+
+  bool(v: unknown, field: string, fallback: boolean): boolean {
+    if (v === undefined || v === null) return fallback;
+    if (typeof v === 'boolean') return v;
+    const s = this.str(v, field);
+    if (s === 'true' || s === '1') return true;
+    if (s === 'false' || s === '0') return false;
+    if (s === '') return fallback;
+    this.fail(field, `must be true or false, got "${s}"`);
+  }
+
+  /** Sizes as bytes or with a unit: `512kb`, `10mb`. */
+  bytes(v: unknown, field: string, fallback: number): number {
+    if (v === undefined || v === null) return fallback;
+    const s = (typeof v === 'number' ? String(v) : this.str(v, field)).trim().toLowerCase();
+    const m = /^(\d+)\s*(b|kb|kib|mb|mib|gb|gib)?$/.exec(s);
+    if (m === null) this.fail(field, `must be a size such as 1048576, 512kb or 10mb, got "${s}"`);
+    const unit = m[2] ?? 'b';
+    const mult = unit === 'b' ? 1 : unit.startsWith('k') ? 1024 : unit.startsWith('m') ? 1024 ** 2 : 1024 ** 3;
+    const n = Number(m[1]) * mult;
+    if (n < 1 || n > 1024 ** 3) this.fail(field, `must be between 1 byte and 1 GiB, got ${n}`);
+    return n;
+  }
+}
+
+function describe(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'a list';
+  return typeof v === 'object' ? 'a mapping' : `${typeof v} ${JSON.stringify(v)}`;
+}
+
+export interface LoadOptions {
+  /** Environment for `${NAME}` references. Default: process.env. */
+  env?: EnvLookup;
+}
+
+/** Reads, expands and validates a configuration file. Throws ConfigError naming file and field. */
+export function loadConfigFile(path: string, opts: LoadOptions = {}): Config {
+  const file = resolve(path);
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new ConfigError(file, '', `cannot read the file (${(e as NodeJS.ErrnoException).code ?? String(e)})`);
+  }
+  return parseConfig(text, file, opts);
+}
+
+/** Parses and validates configuration text; `file` names it in errors. */
+export function parseConfig(text: string, file: string, opts: LoadOptions = {}): Config {
+  let doc: unknown;
+  try {
+    doc = parseYaml(text, { prettyErrors: true });
+  } catch (e) {
+    if (e instanceof YAMLParseError) {
+      const pos = e.linePos?.[0];
+      throw new ConfigError(file, pos === undefined ? '' : `line ${pos.line}, column ${pos.col}`, `invalid YAML: ${e.message.split('\n')[0]}`);
+    }
+    throw e;
+  }
+  const env: EnvLookup = opts.env ?? ((name) => process.env[name]);
+  const r = new Reader(file, env);
+  const root = r.obj(doc, '');
+  r.known(root, '', ['gateway', 'query', 'providers', 'routes', 'capture']);
+
+  const gw = r.obj(root.gateway, 'gateway');
+  r.known(gw, 'gateway', ['host', 'port', 'body_limit', 'team_header']);
+  const q = r.obj(root.query, 'query');
+  r.known(q, 'query', ['host', 'port']);
+
+  const providers = new Map<string, ProviderConfig>();
+  const provs = r.obj(root.providers, 'providers');
+  if (Object.keys(provs).length === 0) r.fail('providers', 'at least one provider is required');
+  for (const [name, raw] of Object.entries(provs)) {
+    providers.set(name, readProvider(r, name, raw));
+  }
+
+  const routes: RouteConfig[] = [];
+  const rawRoutes = root.routes;
+  if (!Array.isArray(rawRoutes) || rawRoutes.length === 0) r.fail('routes', 'must be a non-empty list');
+  rawRoutes.forEach((raw: unknown, i: number) => {
+    const field = `routes[${i}]`;
+    const o = r.obj(raw, field);
+    r.known(o, field, ['match', 'provider', 'model']);
+    const matchRaw = o.match;
+    const list = Array.isArray(matchRaw) ? matchRaw : [matchRaw];
+    const match = list.map((m: unknown, j: number) => {
+      const s = r.str(m, Array.isArray(matchRaw) ? `${field}.match[${j}]` : `${field}.match`);
+      if (s === '') r.fail(`${field}.match`, 'must not be empty');
+      return s;
+    });
+    const providerName = r.str(o.provider, `${field}.provider`);
+    const provider = providers.get(providerName);
+    if (provider === undefined) {
+      r.fail(`${field}.provider`, `unknown provider "${providerName}" (defined: ${[...providers.keys()].join(', ')})`);
+    }
+    const model = o.model === undefined ? null : r.str(o.model, `${field}.model`);
+    routes.push({ match, provider, model: model === '' ? null : model });
+  });
+
+  const cap = r.obj(root.capture, 'capture');
+  r.known(cap, 'capture', ['enabled', 'batch_max_requests', 'flush_interval_ms', 'queue_max_requests', 'max_in_flight', 'publish_timeout_ms']);
+  const capture: CaptureConfig = {
+    enabled: r.bool(cap.enabled, 'capture.enabled', true),
+    batchMaxRequests: r.int(cap.batch_max_requests, 'capture.batch_max_requests', 256, 1, 100_000),
+    flushIntervalMs: r.int(cap.flush_interval_ms, 'capture.flush_interval_ms', 50, 1, 60_000),
+    queueMaxRequests: r.int(cap.queue_max_requests, 'capture.queue_max_requests', 20_000, 1, 10_000_000),
+    maxInFlight: r.int(cap.max_in_flight, 'capture.max_in_flight', 4, 1, 1024),
+    publishTimeoutMs: r.int(cap.publish_timeout_ms, 'capture.publish_timeout_ms', 5_000, 10, 600_000),
+  };
+
+  return {
+    file,
+    gateway: {
+      host: r.str(gw.host, 'gateway.host', '0.0.0.0'),
+      port: r.int(gw.port, 'gateway.port', 8080, 0, 65535),
+      bodyLimitBytes: r.bytes(gw.body_limit, 'gateway.body_limit', 10 * 1024 * 1024),
+      teamHeader: r.str(gw.team_header, 'gateway.team_header', 'x-sightline-team').toLowerCase(),
+    },
+    query: {
+      host: r.str(q.host, 'query.host', '0.0.0.0'),
+      port: r.int(q.port, 'query.port', 8081, 0, 65535),
+    },
+    providers,
+    routes,
+    capture,
+  };
+}
+
+function readProvider(r: Reader, name: string, raw: unknown): ProviderConfig {
+  const field = `providers.${name}`;
+  if (!/^[A-Za-z0-9_.-]+$/.test(name)) r.fail(field, 'provider names use letters, digits, ".", "_" and "-"');
+  const o = r.obj(raw, field);
+  r.known(o, field, ['type', 'base_url', 'api_key', 'headers', 'connect_timeout_ms', 'headers_timeout_ms', 'body_timeout_ms']);
+  const type = r.str(o.type, `${field}.type`) as ProviderType;
+  if (!PROVIDER_TYPES.includes(type)) r.fail(`${field}.type`, `must be one of ${PROVIDER_TYPES.join(', ')}, got "${type}"`);
+  const baseRaw = r.str(o.base_url, `${field}.base_url`);
+  let url: URL;
+  try {
+    url = new URL(baseRaw);
+  } catch {
+    r.fail(`${field}.base_url`, `is not a URL: "${baseRaw}"`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') r.fail(`${field}.base_url`, `must be http or https, got "${url.protocol}"`);
+  if (url.search !== '' || url.hash !== '') r.fail(`${field}.base_url`, 'must not have a query or fragment');
+  const basePath = url.pathname.replace(/\/+$/, '');
+  const headers: Record<string, string> = {};
+  const h = r.obj(o.headers, `${field}.headers`);
+  for (const [k, v] of Object.entries(h)) headers[k.toLowerCase()] = r.str(v, `${field}.headers.${k}`);
+  return {
+    name,
+    type,
+    baseUrl: url.origin + basePath,
+    origin: url.origin,
+    basePath,
+    apiKey: r.str(o.api_key, `${field}.api_key`, ''),
+    headers,
+    connectTimeoutMs: r.int(o.connect_timeout_ms, `${field}.connect_timeout_ms`, 10_000, 1, 600_000),
+    headersTimeoutMs: r.int(o.headers_timeout_ms, `${field}.headers_timeout_ms`, 600_000, 1, 3_600_000),
+    bodyTimeoutMs: r.int(o.body_timeout_ms, `${field}.body_timeout_ms`, 300_000, 1, 3_600_000),
+  };
+}

@@ -1,0 +1,49 @@
+import type { ProviderConfig, RouteConfig } from './types.js';
+
+export interface RouteMatch {
+  provider: ProviderConfig;
+  /** Model name to send upstream. */
+  upstreamModel: string;
+  /** The pattern that matched, as written (e.g. `gpt-*`): the `route` of the request. */
+  pattern: string;
+}
+
+/**
+ * Model → provider routing, compiled once at start-up.
+ *
+ * Exact names win over patterns; among patterns, the first in file order wins. Patterns
+ * are `*` globs, anchored at both ends.
+ */
+export class Router {
+  readonly #exact = new Map<string, { route: RouteConfig; pattern: string }>();
+  readonly #patterns: { re: RegExp; route: RouteConfig; pattern: string }[] = [];
+
+  constructor(routes: readonly RouteConfig[]) {
+    for (const route of routes) {
+      for (const pattern of route.match) {
+        if (pattern.includes('*')) {
+          const re = new RegExp(`^${pattern.split('*').map(escapeRe).join('.*')}$`);
+          this.#patterns.push({ re, route, pattern });
+        } else if (!this.#exact.has(pattern)) {
+          this.#exact.set(pattern, { route, pattern });
+        }
+      }
+    }
+  }
+
+  /** The route for a model, or null when nothing matches. */
+  match(model: string): RouteMatch | null {
+    const hit = this.#exact.get(model) ?? this.#patterns.find((p) => p.re.test(model));
+    if (hit === undefined) return null;
+    return { provider: hit.route.provider, upstreamModel: hit.route.model ?? model, pattern: hit.pattern };
+  }
+
+  /** Every exact model name the configuration lists (for `GET /v1/models`). */
+  exactModels(): string[] {
+    return [...this.#exact.keys()];
+  }
+}
+
+function escapeRe(s: string): string {
+  return s.replace(/[.+?^${}()|[\]\\]/g, '\\$&');
+}

@@ -1,0 +1,81 @@
+/**
+ * The resolved configuration: what the YAML file (docs/configuration.md) becomes after
+ * `${ENV}` expansion, defaults and validation. Resolved once at start-up; nothing on the
+ * request path reads the file or the environment again.
+ */
+
+/** Which API a provider speaks upstream. */
+export type ProviderType = 'openai' | 'anthropic' | 'openai-compatible';
+
+export interface ProviderConfig {
+  /** The key under `providers:`; appears as `provider` in spans and SQL. */
+  name: string;
+  type: ProviderType;
+  /**
+   * Base URL including any path prefix, without a trailing slash, e.g.
+   * `https://api.openai.com/v1`. Chat completions go to `${baseUrl}/chat/completions`.
+   */
+  baseUrl: string;
+  /** `scheme://host:port` of baseUrl: the connection pool key. */
+  origin: string;
+  /** Path part of baseUrl, without trailing slash ('' or '/v1'). */
+  basePath: string;
+  /**
+   * The key sent upstream. Empty: the client's own `Authorization` (OpenAI) or
+   * `x-api-key` (Anthropic) header is passed through instead.
+   */
+  apiKey: string;
+  /** Extra headers sent upstream with every request. Default: none. */
+  headers: Record<string, string>;
+  /** Milliseconds to open a connection. Default 10 000. */
+  connectTimeoutMs: number;
+  /** Milliseconds from request sent to response headers. Default 600 000 (long generations). */
+  headersTimeoutMs: number;
+  /** Milliseconds of silence allowed between body chunks. Default 300 000. */
+  bodyTimeoutMs: number;
+}
+
+export interface RouteConfig {
+  /** Model names or `*` glob patterns, as written. */
+  match: string[];
+  provider: ProviderConfig;
+  /** Model name sent upstream; default: the client's model unchanged. */
+  model: string | null;
+}
+
+export interface CaptureConfig {
+  /** Always on in production; the only off switch is the benchmark flag. Default true. */
+  enabled: boolean;
+  /** Requests per published batch, at most. Default 256. */
+  batchMaxRequests: number;
+  /** Milliseconds a partial batch waits before it is published. Default 50. */
+  flushIntervalMs: number;
+  /** Captured requests held in memory waiting to be published, at most. Default 20 000. */
+  queueMaxRequests: number;
+  /** Batch publishes awaiting a JetStream acknowledgement, at most. Default 4. */
+  maxInFlight: number;
+  /** Milliseconds to wait for a publish acknowledgement. Default 5 000. */
+  publishTimeoutMs: number;
+}
+
+export interface Config {
+  /** Absolute path of the file this came from (or '<default>'). */
+  file: string;
+  gateway: {
+    host: string;
+    /** Default 8080; `GATEWAY_PORT` in the shipped file. */
+    port: number;
+    /** Largest request body accepted, in bytes. Default 10 MiB. */
+    bodyLimitBytes: number;
+    /** Request header naming the caller's team when no key maps to one. Default `x-sightline-team`. */
+    teamHeader: string;
+  };
+  query: {
+    host: string;
+    /** Default 8081; `QUERY_PORT` in the shipped file. */
+    port: number;
+  };
+  providers: Map<string, ProviderConfig>;
+  routes: RouteConfig[];
+  capture: CaptureConfig;
+}

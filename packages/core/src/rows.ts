@@ -1,0 +1,98 @@
+/**
+ * The shapes that travel from the gateway through the bus to ClickHouse.
+ *
+ * Field names are ClickHouse column names (migrations/), so a batch's rows are written
+ * as JSONEachRow without renaming. 64-bit nanosecond values travel as decimal strings:
+ * they exceed a JS number's exact range, and ClickHouse accepts quoted integers in
+ * JSONEachRow from 18.16 on.
+ */
+
+/**
+ * Stage names: a public contract. They are the `name` of stage spans in SQL and in the
+ * query API; keep them stable once shipped (docs/schema.md lists them).
+ * In request order; together they partition a request's total time.
+ */
+export const STAGES = [
+  'ingress.read',
+  'parse',
+  'auth',
+  'route',
+  'translate.request',
+  'upstream.connect',
+  'upstream.send',
+  'upstream.wait',
+  'upstream.stream',
+  'translate.response',
+  'egress.write',
+] as const;
+
+export type StageName = (typeof STAGES)[number];
+
+export type SpanStatus = 'UNSET' | 'OK' | 'ERROR';
+
+/** One row of `spans`. */
+export interface SpanRow {
+  trace_id: string;
+  span_id: string;
+  parent_span_id: string;
+  name: string;
+  kind: string;
+  is_root: 0 | 1;
+  /** Unix seconds of the start, for partitioning and time filters. */
+  start_time: number;
+  start_time_unix_nano: string;
+  duration_ns: string;
+  status_code: SpanStatus;
+  status_message: string;
+  model: string;
+  provider: string;
+  team: string;
+  instance: string;
+  attr_keys: string[];
+  attr_values: string[];
+}
+
+/** One row of `requests`: the summary of one request served by a gateway. */
+export interface RequestRow {
+  trace_id: string;
+  span_id: string;
+  instance: string;
+  seq: string;
+  start_time: number;
+  start_time_unix_nano: string;
+  method: string;
+  route: string;
+  dialect: string;
+  model: string;
+  response_model: string;
+  provider: string;
+  upstream_model: string;
+  team: string;
+  stream: 0 | 1;
+  http_status: number;
+  upstream_status: number;
+  error_type: string;
+  aborted: 0 | 1;
+  total_ns: string;
+  gateway_ns: string;
+  upstream_ns: string;
+  ttfb_ns: string;
+  ttft_ns: string;
+  input_tokens: number;
+  output_tokens: number;
+  cache_read_tokens: number;
+  cache_write_tokens: number;
+  request_bytes: number;
+  response_bytes: number;
+}
+
+/** What one bus message carries: the capture of a batch of requests from one gateway. */
+export interface CaptureBatch {
+  v: 1;
+  instance: string;
+  /** Per-instance batch number; with `instance` it is the message id (dedup key). */
+  batch: string;
+  published_at_unix_nano: string;
+  requests: RequestRow[];
+  spans: SpanRow[];
+}
