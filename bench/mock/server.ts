@@ -1,0 +1,773 @@
+/**
+ * Mock LLM provider: a real node:http server speaking the OpenAI Chat Completions and
+ * Anthropic Messages dialects (JSON and SSE), used as the upstream in tests and benchmarks.
+ *
+ * Benchmarks drive it at thousands of requests per second, so everything that depends only
+ * on the knobs (generated text, SSE delta events, error bodies) is prebuilt into a `Plan`
+ * whenever the options change; a request only concatenates its own id, model and token
+ * counts around those prebuilt strings. Nothing is logged per request.
+ *
+ * Token counting rule (deterministic, so consumers can assert exact usage):
+ * - prompt/input tokens = ceil(UTF-8 bytes of all message text / 4), at least 1. Message text
+ *   is a string `content`, the `text` of content parts, and nested `content` of parts such as
+ *   Anthropic `tool_result`; the Anthropic `system` prompt counts too. Other parts count 0.
+ * - completion/output tokens = number of words in the generated text (one word is at least
+ *   one content chunk, see buildText); for tool calls, ceil(bytes of the arguments JSON / 4).
+ */
+import { createServer } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
+import { randomFillSync } from 'node:crypto';
+
+export interface MockOptions {
+  /** Default '127.0.0.1'. */
+  host?: string;
+  /** Default 0 (a free port). */
+  port?: number;
+  /** Delay before response headers (JSON) / before the first events (stream). Default 0. */
+  latencyMs?: number;
+  /** Streams: delay between the response headers and the first content chunk. Default 0. */
+  ttftMs?: number;
+  /** Streams: delay between content chunks. Default 0. */
+  gapMs?: number;
+  /** Streams: number of content delta chunks. Default 5. */
+  chunks?: number;
+  /** Approximate UTF-8 size of the assistant text (JSON and stream). Default 64. */
+  responseBytes?: number;
+  /** Force this HTTP status (400-599) with a dialect error body. `undefined` (or null over HTTP) clears it. */
+  status?: number | undefined;
+}
+
+export interface MockStats {
+  requests: number;
+  openai: number;
+  anthropic: number;
+  streams: number;
+  aborted: number;
+  completed: number;
+  inFlight: number;
+}
+
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+
+export interface RecordedRequest {
+  method: string;
+  headers: IncomingHttpHeaders;
+  /** Request target as sent (path and query). */
+  path: string;
+  /** Parsed JSON, or the raw body text when it is not valid JSON (empty string when absent). */
+  body: JsonValue;
+}
+
+export interface MockServer {
+  /** e.g. 'http://127.0.0.1:PORT', no trailing slash. */
+  url: string;
+  port: number;
+  stats(): MockStats;
+  /** Zero the counters and clear recorded requests. */
+  reset(): void;
+  /** Change knobs at runtime; requests already in progress keep the knobs they started with. */
+  configure(opts: Partial<MockOptions>): void;
+  /** The last 100 provider (and unknown-path) requests, oldest first. */
+  lastRequests(): RecordedRequest[];
+  /** Close the server, destroying open sockets; resolves when closed. */
+  close(): Promise<void>;
+}
+
+type Dialect = 'openai' | 'anthropic';
+
+interface Knobs {
+  latencyMs: number;
+  ttftMs: number;
+  gapMs: number;
+  chunks: number;
+  responseBytes: number;
+  status: number | undefined;
+}
+
+const DEFAULT_KNOBS: Knobs = {
+  latencyMs: 0,
+  ttftMs: 0,
+  gapMs: 0,
+  chunks: 5,
+  responseBytes: 64,
+  status: undefined,
+};
+
+const MAX_RECORDED = 100;
+
+// ---------------------------------------------------------------------------------------------
+// Random ids: read from a pooled CSPRNG buffer, so an id costs no crypto call per request.
+
+const ID_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+const ID_POOL_SIZE = 4096;
+const idPool = Buffer.allocUnsafe(ID_POOL_SIZE);
+let idOffset = ID_POOL_SIZE;
+
+function randomId(length: number): string {
+  if (idOffset + length > ID_POOL_SIZE) {
+    randomFillSync(idPool);
+    idOffset = 0;
+  }
+  let id = '';
+  for (let i = 0; i < length; i++) id += ID_ALPHABET.charAt(idPool.readUInt8(idOffset + i) % 62);
+  idOffset += length;
+  return id;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generated content.
+
+// Multibyte words on purpose: consumers' SSE parsers must cope with characters split across
+// TCP reads.
+const WORDS = ['héllo', 'wörld', '你好', '🙂', 'sightline', 'mock', 'stream', 'café', 'naïve', '日本語', 'tokens', 'Ωmega'];
+
+const TOOL_ARGUMENTS = '{"location":"Paris","unit":"celsius"}';
+const TOOL_OUTPUT_TOKENS = Math.ceil(Buffer.byteLength(TOOL_ARGUMENTS) / 4);
+const DEFAULT_TOOL_NAME = 'get_weather';
+
+/** Words repeated until the text reaches `bytes`, with at least one word per chunk. */
+function buildText(bytes: number, chunks: number): string[] {
+  const words: string[] = [];
+  let size = 0;
+  while (size < bytes || words.length < chunks) {
+    const word = WORDS[words.length % WORDS.length] ?? 'mock';
+    size += Buffer.byteLength(word) + (words.length > 0 ? 1 : 0);
+    words.push(word);
+  }
+  return words;
+}
+
+/** Split `words` into `chunks` pieces whose concatenation is `words.join(' ')`. */
+function splitWords(words: string[], chunks: number): string[] {
+  const pieces: string[] = [];
+  for (let i = 0; i < chunks; i++) {
+    const from = Math.floor((i * words.length) / chunks);
+    const to = Math.floor(((i + 1) * words.length) / chunks);
+    pieces.push((i > 0 ? ' ' : '') + words.slice(from, to).join(' '));
+  }
+  return pieces;
+}
+
+/** Split a string into at most `chunks` non-empty pieces. */
+function splitString(text: string, chunks: number): string[] {
+  const n = Math.max(1, Math.min(chunks, text.length));
+  const pieces: string[] = [];
+  for (let i = 0; i < n; i++) {
+    pieces.push(text.slice(Math.floor((i * text.length) / n), Math.floor(((i + 1) * text.length) / n)));
+  }
+  return pieces;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Error bodies.
+
+function openaiErrorBody(status: number, message: string): string {
+  // Mirrors what api.openai.com sends for these statuses.
+  let type = 'invalid_request_error';
+  let code: string | null = null;
+  if (status === 401) code = 'invalid_api_key';
+  else if (status === 404) code = 'model_not_found';
+  else if (status === 429) {
+    type = 'requests';
+    code = 'rate_limit_exceeded';
+  } else if (status >= 500) type = 'server_error';
+  return JSON.stringify({ error: { message, type, param: null, code } });
+}
+
+const ANTHROPIC_ERROR_TYPES: Record<number, string> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  413: 'request_too_large',
+  429: 'rate_limit_error',
+  500: 'api_error',
+  529: 'overloaded_error',
+};
+
+function anthropicErrorBody(status: number, message: string): string {
+  const type = ANTHROPIC_ERROR_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error');
+  return JSON.stringify({ type: 'error', error: { type, message } });
+}
+
+function errorBody(dialect: Dialect, status: number, message: string): string {
+  return dialect === 'openai' ? openaiErrorBody(status, message) : anthropicErrorBody(status, message);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The plan: everything that depends only on the knobs, rebuilt by configure().
+
+interface Plan extends Knobs {
+  completionTokens: number;
+  forcedError: { openai: string; anthropic: string } | undefined;
+  /** OpenAI JSON `message` object for a text answer. */
+  oaTextMessage: string;
+  /** OpenAI chunk `choices` arrays (role, content pieces, finish, tool argument pieces). */
+  oaRoleChoices: string;
+  oaContentChoices: string[];
+  oaStopChoices: string;
+  oaToolStopChoices: string;
+  oaToolArgChoices: string[];
+  /** Anthropic JSON `content` array for a text answer. */
+  anTextContent: string;
+  anTextDeltaEvents: string[];
+  anTextTail: string;
+  anToolDeltaEvents: string[];
+  anToolTail: string;
+}
+
+function sse(event: string, data: string): string {
+  return `event: ${event}\ndata: ${data}\n\n`;
+}
+
+function anthropicTail(stopReason: string, outputTokens: number): string {
+  return (
+    sse('content_block_stop', '{"type":"content_block_stop","index":0}') +
+    sse(
+      'message_delta',
+      `{"type":"message_delta","delta":{"stop_reason":"${stopReason}","stop_sequence":null},"usage":{"output_tokens":${outputTokens}}}`,
+    ) +
+    sse('message_stop', '{"type":"message_stop"}')
+  );
+}
+
+function choice(delta: string, finishReason: string | null): string {
+  return `[{"index":0,"delta":${delta},"logprobs":null,"finish_reason":${finishReason === null ? 'null' : `"${finishReason}"`}}]`;
+}
+
+function buildPlan(knobs: Knobs): Plan {
+  const words = buildText(knobs.responseBytes, knobs.chunks);
+  const text = words.join(' ');
+  const pieces = splitWords(words, knobs.chunks);
+  const argPieces = splitString(TOOL_ARGUMENTS, knobs.chunks);
+  const status = knobs.status;
+  return {
+    ...knobs,
+    completionTokens: words.length,
+    forcedError:
+      status === undefined
+        ? undefined
+        : {
+            openai: openaiErrorBody(status, `mock: forced status ${status}`),
+            anthropic: anthropicErrorBody(status, `mock: forced status ${status}`),
+          },
+    oaTextMessage: `{"role":"assistant","content":${JSON.stringify(text)},"refusal":null}`,
+    oaRoleChoices: choice('{"role":"assistant","content":"","refusal":null}', null),
+    oaContentChoices: pieces.map((p) => choice(`{"content":${JSON.stringify(p)}}`, null)),
+    oaStopChoices: choice('{}', 'stop'),
+    oaToolStopChoices: choice('{}', 'tool_calls'),
+    oaToolArgChoices: argPieces.map((p) =>
+      choice(`{"tool_calls":[{"index":0,"function":{"arguments":${JSON.stringify(p)}}}]}`, null),
+    ),
+    anTextContent: `[{"type":"text","text":${JSON.stringify(text)}}]`,
+    anTextDeltaEvents: pieces.map((p) =>
+      sse(
+        'content_block_delta',
+        `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":${JSON.stringify(p)}}}`,
+      ),
+    ),
+    anTextTail: anthropicTail('end_turn', words.length),
+    anToolDeltaEvents: argPieces.map((p) =>
+      sse(
+        'content_block_delta',
+        `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":${JSON.stringify(p)}}}`,
+      ),
+    ),
+    anToolTail: anthropicTail('tool_use', TOOL_OUTPUT_TOKENS),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Option validation.
+
+const NUMBER_KNOBS = ['latencyMs', 'ttftMs', 'gapMs', 'chunks', 'responseBytes'] as const;
+
+function checkCount(name: string, value: unknown, min: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
+    throw new RangeError(`mock option ${name} must be an integer >= ${min}, got ${String(value)}`);
+  }
+  return value;
+}
+
+function checkStatus(value: unknown): number | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 400 || value > 599) {
+    throw new RangeError(`mock option status must be an integer in 400-599, got ${String(value)}`);
+  }
+  return value;
+}
+
+/** Applies a partial set of knobs; `status` is only touched when the key is present. */
+function knobsOf(plan: Plan): Knobs {
+  const { latencyMs, ttftMs, gapMs, chunks, responseBytes, status } = plan;
+  return { latencyMs, ttftMs, gapMs, chunks, responseBytes, status };
+}
+
+function applyKnobs(base: Knobs, opts: Partial<Record<keyof Knobs, unknown>>): Knobs {
+  const next: Knobs = { ...base };
+  for (const key of NUMBER_KNOBS) {
+    const value = opts[key];
+    if (value !== undefined) next[key] = checkCount(key, value, key === 'chunks' ? 1 : 0);
+  }
+  if ('status' in opts) next.status = checkStatus(opts.status);
+  return next;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request inspection.
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function textBytes(content: unknown): number {
+  if (typeof content === 'string') return Buffer.byteLength(content);
+  if (!Array.isArray(content)) return 0;
+  let bytes = 0;
+  for (const part of content) {
+    if (!isRecord(part)) continue;
+    const text = part['text'];
+    if (typeof text === 'string') bytes += Buffer.byteLength(text);
+    else if (part['content'] !== undefined) bytes += textBytes(part['content']);
+  }
+  return bytes;
+}
+
+function promptTokens(messages: unknown[], system: unknown): number {
+  let bytes = textBytes(system);
+  for (const message of messages) if (isRecord(message)) bytes += textBytes(message['content']);
+  return Math.max(1, Math.ceil(bytes / 4));
+}
+
+function contentText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  let text = '';
+  for (const part of content) {
+    if (isRecord(part) && typeof part['text'] === 'string') text += part['text'];
+  }
+  return text;
+}
+
+/** The tool name to call, or undefined when the request should get a text answer. */
+function toolToCall(body: Record<string, unknown>, messages: unknown[], dialect: Dialect): string | undefined {
+  const tools = body['tools'];
+  if (!Array.isArray(tools) || tools.length === 0) return undefined;
+  const last: unknown = messages[messages.length - 1];
+  if (!isRecord(last) || last['role'] !== 'user') return undefined;
+  if (!contentText(last['content']).toLowerCase().includes('use tool')) return undefined;
+  const first: unknown = tools[0];
+  if (!isRecord(first)) return DEFAULT_TOOL_NAME;
+  const holder = dialect === 'openai' ? first['function'] : first;
+  const name = isRecord(holder) ? holder['name'] : undefined;
+  return typeof name === 'string' ? name : DEFAULT_TOOL_NAME;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Response writing.
+
+const SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' };
+
+/** Per-request state: the abort flag and the one pending timer. */
+interface Exchange {
+  res: ServerResponse;
+  plan: Plan;
+  closed: boolean;
+  timer: NodeJS.Timeout | undefined;
+}
+
+function later(ex: Exchange, ms: number, fn: () => void): void {
+  if (ms <= 0) {
+    fn();
+    return;
+  }
+  ex.timer = setTimeout(() => {
+    ex.timer = undefined;
+    if (!ex.closed) fn();
+  }, ms);
+}
+
+function sendJson(res: ServerResponse, status: number, body: string): void {
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+/** head goes out with the headers; each part is one timed content event; tail follows the last. */
+interface StreamScript {
+  head: string;
+  parts: string[];
+  tail: string;
+}
+
+function sendStream(ex: Exchange, script: StreamScript): void {
+  const { res, plan } = ex;
+  const { head, parts, tail } = script;
+  res.writeHead(200, SSE_HEADERS);
+  if ((plan.ttftMs === 0 && plan.gapMs === 0) || parts.length === 0) {
+    // Fast path: one write, still separate SSE events.
+    res.end(head + parts.join('') + tail);
+    return;
+  }
+  res.write(head);
+  let i = 0;
+  const step = (): void => {
+    // Loop rather than recurse when gapMs is 0 (ttft-only configs with many chunks).
+    for (;;) {
+      res.write(parts[i] ?? '');
+      i++;
+      if (i >= parts.length) {
+        res.end(tail);
+        return;
+      }
+      if (plan.gapMs > 0) break;
+    }
+    later(ex, plan.gapMs, step);
+  };
+  later(ex, plan.ttftMs, step);
+}
+
+interface ParsedRequest {
+  model: string;
+  modelJson: string;
+  messages: unknown[];
+  body: Record<string, unknown>;
+}
+
+function respondOpenAI(ex: Exchange, req: ParsedRequest, stats: { streams: number }): void {
+  const { plan } = ex;
+  const { body, modelJson } = req;
+  const id = randomId(29);
+  const created = Math.floor(Date.now() / 1000);
+  const prompt = promptTokens(req.messages, undefined);
+  const tool = toolToCall(body, req.messages, 'openai');
+  const completion = tool === undefined ? plan.completionTokens : TOOL_OUTPUT_TOKENS;
+  const usage = `{"prompt_tokens":${prompt},"completion_tokens":${completion},"total_tokens":${prompt + completion}}`;
+
+  if (body['stream'] !== true) {
+    const message =
+      tool === undefined
+        ? plan.oaTextMessage
+        : `{"role":"assistant","content":null,"tool_calls":[{"id":"call_${randomId(24)}","type":"function","function":{"name":${JSON.stringify(tool)},"arguments":${JSON.stringify(TOOL_ARGUMENTS)}}}],"refusal":null}`;
+    const finish = tool === undefined ? 'stop' : 'tool_calls';
+    sendJson(
+      ex.res,
+      200,
+      `{"id":"chatcmpl-${id}","object":"chat.completion","created":${created},"model":${modelJson},"choices":[{"index":0,"message":${message},"logprobs":null,"finish_reason":"${finish}"}],"usage":${usage},"system_fingerprint":null}`,
+    );
+    return;
+  }
+
+  stats.streams++;
+  const options = body['stream_options'];
+  const includeUsage = isRecord(options) && options['include_usage'] === true;
+  const prefix = `data: {"id":"chatcmpl-${id}","object":"chat.completion.chunk","created":${created},"model":${modelJson},"system_fingerprint":null,"choices":`;
+  const end = includeUsage ? ',"usage":null}\n\n' : '}\n\n';
+  const event = (choices: string): string => prefix + choices + end;
+  let parts: string[];
+  let stop: string;
+  if (tool === undefined) {
+    parts = plan.oaContentChoices.map(event);
+    stop = plan.oaStopChoices;
+  } else {
+    const header = choice(
+      `{"tool_calls":[{"index":0,"id":"call_${randomId(24)}","type":"function","function":{"name":${JSON.stringify(tool)},"arguments":""}}]}`,
+      null,
+    );
+    parts = [event(header), ...plan.oaToolArgChoices.map(event)];
+    stop = plan.oaToolStopChoices;
+  }
+  let tail = event(stop);
+  if (includeUsage) tail += `${prefix}[],"usage":${usage}}\n\n`;
+  tail += 'data: [DONE]\n\n';
+  sendStream(ex, { head: event(plan.oaRoleChoices), parts, tail });
+}
+
+function respondAnthropic(ex: Exchange, req: ParsedRequest, stats: { streams: number }): void {
+  const { plan } = ex;
+  const { body, modelJson } = req;
+  const id = `msg_${randomId(24)}`;
+  const input = promptTokens(req.messages, body['system']);
+  const tool = toolToCall(body, req.messages, 'anthropic');
+  const toolId = tool === undefined ? '' : `toolu_${randomId(24)}`;
+  const toolName = tool === undefined ? '' : JSON.stringify(tool);
+
+  if (body['stream'] !== true) {
+    const content =
+      tool === undefined
+        ? plan.anTextContent
+        : `[{"type":"tool_use","id":"${toolId}","name":${toolName},"input":${TOOL_ARGUMENTS}}]`;
+    const output = tool === undefined ? plan.completionTokens : TOOL_OUTPUT_TOKENS;
+    sendJson(
+      ex.res,
+      200,
+      `{"id":"${id}","type":"message","role":"assistant","model":${modelJson},"content":${content},"stop_reason":"${tool === undefined ? 'end_turn' : 'tool_use'}","stop_sequence":null,"usage":{"input_tokens":${input},"output_tokens":${output},"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}`,
+    );
+    return;
+  }
+
+  stats.streams++;
+  const block = tool === undefined ? '{"type":"text","text":""}' : `{"type":"tool_use","id":"${toolId}","name":${toolName},"input":{}}`;
+  const head =
+    sse(
+      'message_start',
+      `{"type":"message_start","message":{"id":"${id}","type":"message","role":"assistant","model":${modelJson},"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":${input},"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":1}}}`,
+    ) +
+    sse('content_block_start', `{"type":"content_block_start","index":0,"content_block":${block}}`) +
+    sse('ping', '{"type":"ping"}');
+  sendStream(ex, {
+    head,
+    parts: tool === undefined ? plan.anTextDeltaEvents : plan.anToolDeltaEvents,
+    tail: tool === undefined ? plan.anTextTail : plan.anToolTail,
+  });
+}
+
+/** Validates the dialect's required fields; returns an error message or the parsed request. */
+function parseProviderRequest(dialect: Dialect, parsed: unknown, ok: boolean): ParsedRequest | string {
+  if (!ok || !isRecord(parsed)) {
+    return dialect === 'openai'
+      ? 'We could not parse the JSON body of your request. The body must be a JSON object.'
+      : 'Request body must be a valid JSON object';
+  }
+  const model = parsed['model'];
+  const messages = parsed['messages'];
+  if (typeof model !== 'string' || model === '') {
+    return dialect === 'openai' ? 'you must provide a model parameter' : 'model: Field required';
+  }
+  if (!Array.isArray(messages)) {
+    return dialect === 'openai' ? "Missing required parameter: 'messages'." : 'messages: Field required';
+  }
+  if (dialect === 'anthropic' && typeof parsed['max_tokens'] !== 'number') {
+    return 'max_tokens: Field required';
+  }
+  return { model, modelJson: JSON.stringify(model), messages, body: parsed };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server.
+
+const PROVIDER_ROUTES: Record<string, Dialect> = {
+  '/v1/chat/completions': 'openai',
+  '/chat/completions': 'openai',
+  '/v1/messages': 'anthropic',
+  '/messages': 'anthropic',
+};
+
+function readBody(req: IncomingMessage, done: (raw: string) => void): void {
+  const chunks: Buffer[] = [];
+  req.on('data', (chunk: Buffer) => chunks.push(chunk));
+  req.on('end', () => done(chunks.length === 1 ? (chunks[0] ?? Buffer.alloc(0)).toString() : Buffer.concat(chunks).toString()));
+  // A client that disconnects mid-body is accounted for by the response 'close' handler.
+  req.on('error', () => undefined);
+}
+
+function parseJson(raw: string): { ok: true; value: JsonValue } | { ok: false } {
+  try {
+    return { ok: true, value: JSON.parse(raw) as JsonValue };
+  } catch {
+    return { ok: false };
+  }
+}
+
+function formatUrl(host: string, port: number): string {
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+export async function startMock(opts: MockOptions = {}): Promise<MockServer> {
+  const host = opts.host ?? '127.0.0.1';
+  const requestedPort = checkCount('port', opts.port ?? 0, 0);
+  let plan = buildPlan(applyKnobs(DEFAULT_KNOBS, opts));
+
+  const counters = { requests: 0, openai: 0, anthropic: 0, streams: 0, aborted: 0, completed: 0 };
+  // inFlight is a live gauge, not reset by reset(): responses open across a reset still end.
+  let inFlight = 0;
+  // Responses that began before a reset() do not count into the fresh counters.
+  let generation = 0;
+  const recorded: RecordedRequest[] = [];
+  let actualPort = requestedPort;
+
+  const record = (req: IncomingMessage, body: JsonValue): void => {
+    if (recorded.length >= MAX_RECORDED) recorded.shift();
+    recorded.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body });
+  };
+
+  const stats = (): MockStats => ({ ...counters, inFlight });
+
+  const reset = (): void => {
+    generation++;
+    counters.requests = 0;
+    counters.openai = 0;
+    counters.anthropic = 0;
+    counters.streams = 0;
+    counters.aborted = 0;
+    counters.completed = 0;
+    recorded.length = 0;
+  };
+
+  const configure = (next: Partial<MockOptions>): void => {
+    if (next.host !== undefined && next.host !== host) throw new Error('mock: host cannot be changed at runtime');
+    if (next.port !== undefined && next.port !== requestedPort && next.port !== actualPort) {
+      throw new Error('mock: port cannot be changed at runtime');
+    }
+    plan = buildPlan(applyKnobs(knobsOf(plan), next));
+  };
+
+  const currentOptions = (): MockOptions => ({
+    host,
+    port: actualPort,
+    latencyMs: plan.latencyMs,
+    ttftMs: plan.ttftMs,
+    gapMs: plan.gapMs,
+    chunks: plan.chunks,
+    responseBytes: plan.responseBytes,
+    status: plan.status,
+  });
+
+  const handleProvider = (req: IncomingMessage, res: ServerResponse, dialect: Dialect): void => {
+    counters.requests++;
+    counters[dialect]++;
+    inFlight++;
+    const gen = generation;
+    const ex: Exchange = { res, plan, closed: false, timer: undefined };
+    res.on('close', () => {
+      ex.closed = true;
+      if (ex.timer !== undefined) clearTimeout(ex.timer);
+      inFlight--;
+      if (gen !== generation) return;
+      if (res.writableFinished) counters.completed++;
+      else counters.aborted++;
+    });
+
+    readBody(req, (raw) => {
+      if (ex.closed) return;
+      const parsed = parseJson(raw);
+      record(req, parsed.ok ? parsed.value : raw);
+      const { forcedError, status } = ex.plan;
+      later(ex, ex.plan.latencyMs, () => {
+        if (forcedError !== undefined && status !== undefined) {
+          sendJson(res, status, forcedError[dialect]);
+          return;
+        }
+        if (req.method !== 'POST') {
+          sendJson(res, 405, errorBody(dialect, 405, `Method ${req.method ?? ''} not allowed; use POST`));
+          return;
+        }
+        const request = parseProviderRequest(dialect, parsed.ok ? parsed.value : undefined, parsed.ok);
+        if (typeof request === 'string') {
+          sendJson(res, 400, errorBody(dialect, 400, request));
+          return;
+        }
+        if (dialect === 'openai') respondOpenAI(ex, request, counters);
+        else respondAnthropic(ex, request, counters);
+      });
+    });
+  };
+
+  const handleAdmin = (req: IncomingMessage, res: ServerResponse, path: string): boolean => {
+    const method = req.method ?? '';
+    const expect = (wanted: string): boolean => {
+      if (method === wanted) return true;
+      req.resume();
+      sendJson(res, 405, JSON.stringify({ error: { message: `use ${wanted} for ${path}` } }));
+      return false;
+    };
+    switch (path) {
+      case '/healthz':
+        if (expect('GET')) {
+          req.resume();
+          sendJson(res, 200, '{"ok":true}');
+        }
+        return true;
+      case '/_mock/stats':
+        if (expect('GET')) {
+          req.resume();
+          sendJson(res, 200, JSON.stringify(stats()));
+        }
+        return true;
+      case '/_mock/requests':
+        if (expect('GET')) {
+          req.resume();
+          sendJson(res, 200, JSON.stringify(recorded));
+        }
+        return true;
+      case '/_mock/reset':
+        if (expect('POST')) {
+          req.resume();
+          reset();
+          sendJson(res, 200, '{"ok":true}');
+        }
+        return true;
+      case '/_mock/config':
+        if (expect('POST')) {
+          readBody(req, (raw) => {
+            const parsed = parseJson(raw);
+            try {
+              if (!parsed.ok || !isRecord(parsed.value)) throw new Error('body must be a JSON object of mock options');
+              const body = parsed.value;
+              for (const key of Object.keys(body)) {
+                if (key !== 'status' && !(NUMBER_KNOBS as readonly string[]).includes(key)) {
+                  throw new Error(`unknown or read-only mock option: ${key}`);
+                }
+              }
+              plan = buildPlan(applyKnobs(knobsOf(plan), body));
+            } catch (err) {
+              sendJson(res, 400, JSON.stringify({ error: { message: err instanceof Error ? err.message : String(err) } }));
+              return;
+            }
+            sendJson(res, 200, JSON.stringify({ ok: true, options: currentOptions() }));
+          });
+        }
+        return true;
+      default:
+        return false;
+    }
+  };
+
+  const server: Server = createServer((req, res) => {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q === -1 ? url : url.slice(0, q);
+    const dialect = PROVIDER_ROUTES[path];
+    if (dialect !== undefined) {
+      handleProvider(req, res, dialect);
+      return;
+    }
+    if (handleAdmin(req, res, path)) return;
+    readBody(req, (raw) => {
+      const parsed = parseJson(raw);
+      record(req, parsed.ok ? parsed.value : raw);
+      sendJson(res, 404, JSON.stringify({ error: { message: `no route for ${req.method ?? ''} ${path}`, type: 'not_found' } }));
+    });
+  });
+  // Longer than typical client pools' idle timeouts so the mock is never the side that drops
+  // a keep-alive connection mid-benchmark; headersTimeout must exceed keepAliveTimeout.
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(requestedPort, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('mock: unexpected server address');
+  actualPort = address.port;
+
+  let closing: Promise<void> | undefined;
+  return {
+    url: formatUrl(host, actualPort),
+    port: actualPort,
+    stats,
+    reset,
+    configure,
+    lastRequests: () => recorded.slice(),
+    close: () => {
+      closing ??= new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,101 @@
+/**
+ * The migration runner: applies `migrations/NNN_name.sql` in order and records each in
+ * `{database}.schema_migrations` with a checksum, so a run applies only what is new and a
+ * file edited after it was applied is refused rather than silently skipped.
+ *
+ * Statements are idempotent (`IF NOT EXISTS`), so two runners starting together (two
+ * ingesters) both succeed; the record table is read with DISTINCT for the same reason.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createHash } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { StoreError } from './errors.js';
+import { ident, sql, table } from './sql.js';
+import type { Store } from './store.js';
+
+/** The repository's `migrations/` folder. */
+export const MIGRATIONS_DIR = fileURLToPath(new URL('../../../migrations/', import.meta.url));
+
+export interface Migration {
+  version: number;
+  name: string;
+  checksum: string;
+  statements: string[];
+}
+
+const FILE = /^(\d+)_([A-Za-z0-9_]+)\.sql$/;
+
+/** Reads and splits the migration files of a folder, in version order. */
+export function readMigrations(dir: string = MIGRATIONS_DIR): Migration[] {
+  const out: Migration[] = [];
+  for (const f of readdirSync(dir).sort()) {
+    const m = FILE.exec(f);
+    if (m === null) continue;
+    const text = readFileSync(join(dir, f), 'utf8');
+    out.push({
+      version: Number(m[1]),
+      name: m[2]!,
+      checksum: createHash('sha256').update(text).digest('hex'),
+      statements: splitStatements(text),
+    });
+  }
+  for (let i = 1; i < out.length; i++) {
+    if (out[i]!.version === out[i - 1]!.version) {
+      throw new StoreError('SL_STORE_MIGRATION', `two migrations have version ${out[i]!.version}`);
+    }
+  }
+  return out;
+}
+
+/** Splits on `;` at the end of a line, dropping `--` comment lines. */
+export function splitStatements(text: string): string[] {
+  const body = text
+    .split('\n')
+    .filter((l) => !l.trimStart().startsWith('--'))
+    .join('\n');
+  return body
+    .split(/;\s*(?:\n|$)/)
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+}
+
+export interface MigrationResult {
+  applied: string[];
+  skipped: string[];
+}
+
+export async function migrate(store: Store, migrations: Migration[] = readMigrations()): Promise<MigrationResult> {
+  const db = ident(store.database);
+  const record = table(store.database, 'schema_migrations');
+  await store.command(`CREATE DATABASE IF NOT EXISTS ${db}`);
+  await store.command(
+    `CREATE TABLE IF NOT EXISTS ${record} (version UInt32, name String, checksum String, applied_at DateTime('UTC')) ENGINE = MergeTree ORDER BY version`,
+  );
+  const done = new Map<number, string>();
+  const rows = await store.query<{ version: number | string; checksum: string }>(
+    `SELECT DISTINCT version, checksum FROM ${record}`,
+  );
+  for (const r of rows) done.set(Number(r.version), r.checksum);
+
+  const result: MigrationResult = { applied: [], skipped: [] };
+  for (const m of migrations) {
+    const label = `${String(m.version).padStart(3, '0')}_${m.name}`;
+    const prior = done.get(m.version);
+    if (prior !== undefined) {
+      if (prior !== m.checksum) {
+        throw new StoreError('SL_STORE_MIGRATION', `migration ${label} was changed after it was applied (checksum differs); add a new migration instead`);
+      }
+      result.skipped.push(label);
+      continue;
+    }
+    for (const stmt of m.statements) {
+      await store.command(stmt.replaceAll('{database}', db.text));
+    }
+    await store.command(
+      sql`INSERT INTO ${record} (version, name, checksum, applied_at) VALUES (${m.version}, ${m.name}, ${m.checksum}, ${new Date()})`,
+    );
+    result.applied.push(label);
+  }
+  return result;
+}

@@ -1,0 +1,106 @@
+/**
+ * The same migrations and queries against both engines in our compatibility range: a
+ * real clickhouse-server (Debian's 18.16) and chdb (26.x, in process).
+ */
+import { test, before, after, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ClickHouseServerStore, ChdbStore, migrate, readMigrations, sql, table, StoreError, type Store } from '@sightline/store';
+import { ClickHouseServer } from '../../../test/support/servers.js';
+
+const nasty = "quote ' backslash \\ newline \n tab \t unicode 你好 🙂";
+
+function suite(name: string, open: () => Promise<{ store: Store; done: () => Promise<void> }>) {
+  describe(name, () => {
+    let store: Store;
+    let done: () => Promise<void>;
+    before(async () => {
+      ({ store, done } = await open());
+    });
+    after(async () => {
+      await done();
+    });
+
+    test('migrations apply once and are recorded', async () => {
+      const first = await migrate(store);
+      assert.deepEqual(first.applied, readMigrations().map((m) => `${String(m.version).padStart(3, '0')}_${m.name}`));
+      const second = await migrate(store);
+      assert.deepEqual(second.applied, []);
+      assert.equal(second.skipped.length, first.applied.length);
+      const tables = await store.query<{ name: string }>(sql`SELECT name FROM system.tables WHERE database = ${store.database} ORDER BY name`);
+      assert.deepEqual(
+        tables.map((t) => t.name),
+        ['requests', 'schema_migrations', 'spans'],
+      );
+    });
+
+    test('an edited migration is refused', async () => {
+      const ms = readMigrations();
+      const changed = ms.map((m, i) => (i === 0 ? { ...m, checksum: 'different' } : m));
+      await assert.rejects(migrate(store, changed), (e: unknown) => e instanceof StoreError && /changed after it was applied/.test(e.message));
+    });
+
+    test('rows round-trip with 64-bit nanoseconds and hostile strings', async () => {
+      const ns = '1764441600123456789';
+      await store.insert('spans', [
+        {
+          trace_id: 't'.repeat(32), span_id: 's'.repeat(16), parent_span_id: '', name: nasty, kind: 'server', is_root: 1,
+          start_time: 1764441600, start_time_unix_nano: ns, duration_ns: '18446744073709551615', status_code: 'OK',
+          status_message: '', model: 'gpt-4o', provider: 'openai', team: 'a', instance: 'gw1', attr_keys: ['k'], attr_values: [nasty],
+        },
+      ]);
+      const rows = await store.query<{ name: string; start_time_unix_nano: string; duration_ns: string; attr_values: string[]; t: string }>(
+        sql`SELECT name, start_time_unix_nano, duration_ns, attr_values, toString(start_time) AS t FROM ${table(store.database, 'spans')} WHERE name = ${nasty}`,
+      );
+      assert.equal(rows.length, 1);
+      assert.equal(rows[0]?.name, nasty);
+      assert.equal(String(rows[0]?.start_time_unix_nano), ns);
+      assert.equal(String(rows[0]?.duration_ns), '18446744073709551615');
+      assert.deepEqual(rows[0]?.attr_values, [nasty]);
+      assert.equal(rows[0]?.t, '2025-11-29 18:40:00');
+    });
+
+    test('a bad query is a StoreError, not a crash', async () => {
+      await assert.rejects(store.query('SELECT no_such_column FROM system.one'), StoreError);
+    });
+  });
+}
+
+suite('clickhouse-server', async () => {
+  const server = await ClickHouseServer.start();
+  const store = new ClickHouseServerStore({ url: server.url, database: 'sl_test' });
+  return {
+    store,
+    done: async () => {
+      await store.close();
+      await server.dispose();
+    },
+  };
+});
+
+suite('chdb', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sightline-chdb-'));
+  const store = await ChdbStore.open({ path: dir, database: 'sl_test' });
+  return {
+    store,
+    done: async () => {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+});
+
+test('readMigrations orders files and rejects duplicate versions', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sightline-mig-'));
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, '002_b.sql'), 'SELECT 2;\n');
+  writeFileSync(join(dir, '001_a.sql'), '-- comment\nSELECT 1;\nSELECT 11;\n');
+  writeFileSync(join(dir, 'notes.txt'), 'ignored');
+  const ms = readMigrations(dir);
+  assert.deepEqual(ms.map((m) => [m.version, m.name, m.statements]), [[1, 'a', ['SELECT 1', 'SELECT 11']], [2, 'b', ['SELECT 2']]]);
+  writeFileSync(join(dir, '002_c.sql'), 'SELECT 3;\n');
+  assert.throws(() => readMigrations(dir), StoreError);
+  rmSync(dir, { recursive: true, force: true });
+});
