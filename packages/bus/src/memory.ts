@@ -1,0 +1,126 @@
+/**
+ * The in-process bus for the one-machine setup: one publisher side and one consumer side
+ * in the same process, with JetStream's delivery semantics where they matter to the
+ * pipeline (message-id dedup window, explicit ack, redelivery after ack wait or nak).
+ */
+import type { BusConsumer, BusMessage, BusPublisher } from './types.js';
+
+export interface MemoryBusOptions {
+  /** Milliseconds a message id is remembered for dedup. Default 120 000 (JetStream's default). */
+  duplicateWindowMs?: number;
+  /** Milliseconds a delivered, unacknowledged message waits before redelivery. Default 30 000. */
+  ackWaitMs?: number;
+  /** Messages held at most; publishing beyond rejects. Default 100 000. */
+  maxMessages?: number;
+}
+
+interface Entry {
+  data: Uint8Array;
+  msgId: string;
+  deliveries: number;
+  timer: NodeJS.Timeout | null;
+}
+
+export class MemoryBus implements BusPublisher, BusConsumer {
+  readonly #ready: Entry[] = [];
+  readonly #inFlight = new Set<Entry>();
+  readonly #seen = new Map<string, number>();
+  readonly #waiters: (() => void)[] = [];
+  readonly #dupWindow: number;
+  readonly #ackWait: number;
+  readonly #max: number;
+  #closed = false;
+
+  constructor(opts: MemoryBusOptions = {}) {
+    this.#dupWindow = opts.duplicateWindowMs ?? 120_000;
+    this.#ackWait = opts.ackWaitMs ?? 30_000;
+    this.#max = opts.maxMessages ?? 100_000;
+  }
+
+  /** Messages stored and not yet acknowledged. */
+  get pending(): number {
+    return this.#ready.length + this.#inFlight.size;
+  }
+
+  async publish(data: Uint8Array, msgId: string): Promise<void> {
+    if (this.#closed) throw new Error('bus closed');
+    const now = Date.now();
+    const seenAt = this.#seen.get(msgId);
+    if (seenAt !== undefined && now - seenAt < this.#dupWindow) return;
+    if (this.pending >= this.#max) throw new Error('in-process bus is full');
+    this.#seen.set(msgId, now);
+    if (this.#seen.size > 10_000) this.#pruneSeen(now);
+    this.#ready.push({ data, msgId, deliveries: 0, timer: null });
+    this.#wake();
+  }
+
+  async fetch(max: number, expiresMs: number): Promise<BusMessage[]> {
+    if (this.#ready.length === 0 && !this.#closed) {
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(done, expiresMs);
+        const waiters = this.#waiters;
+        function done() {
+          clearTimeout(t);
+          const i = waiters.indexOf(done);
+          if (i >= 0) waiters.splice(i, 1);
+          resolve();
+        }
+        waiters.push(done);
+      });
+    }
+    const out: BusMessage[] = [];
+    while (out.length < max && this.#ready.length > 0) {
+      const e = this.#ready.shift()!;
+      e.deliveries++;
+      this.#inFlight.add(e);
+      e.timer = setTimeout(() => this.#redeliver(e), this.#ackWait);
+      e.timer.unref();
+      out.push(this.#message(e));
+    }
+    return out;
+  }
+
+  #message(e: Entry): BusMessage {
+    const deliveries = e.deliveries;
+    return {
+      data: e.data,
+      msgId: e.msgId,
+      deliveries,
+      ack: async () => {
+        if (e.deliveries !== deliveries || !this.#inFlight.has(e)) return;
+        if (e.timer !== null) clearTimeout(e.timer);
+        this.#inFlight.delete(e);
+      },
+      nak: (delayMs = 0) => {
+        if (e.deliveries !== deliveries || !this.#inFlight.has(e)) return;
+        if (e.timer !== null) clearTimeout(e.timer);
+        e.timer = setTimeout(() => this.#redeliver(e), delayMs);
+        e.timer.unref();
+      },
+    };
+  }
+
+  #redeliver(e: Entry): void {
+    if (!this.#inFlight.delete(e)) return;
+    e.timer = null;
+    this.#ready.unshift(e);
+    this.#wake();
+  }
+
+  #wake(): void {
+    const w = this.#waiters.shift();
+    if (w !== undefined) w();
+  }
+
+  #pruneSeen(now: number): void {
+    for (const [id, at] of this.#seen) {
+      if (now - at >= this.#dupWindow) this.#seen.delete(id);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    for (const e of this.#inFlight) if (e.timer !== null) clearTimeout(e.timer);
+    while (this.#waiters.length > 0) this.#wake();
+  }
+}

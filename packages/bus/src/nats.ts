@@ -1,0 +1,156 @@
+/**
+ * NATS JetStream transport for capture batches.
+ *
+ * One stream (`SIGHTLINE_SPANS`) holds span batches on `sightline.spans.v1`. Publishers
+ * set `Nats-Msg-Id` to the batch id so a publish retried after a timeout is stored once
+ * (JetStream dedup, https://docs.nats.io/using-nats/developer/develop_jetstream/model_deep_dive#message-deduplication).
+ * Ingesters share one durable pull consumer and ack explicitly after ClickHouse confirmed.
+ */
+import {
+  AckPolicy,
+  connect,
+  DeliverPolicy,
+  DiscardPolicy,
+  nanos,
+  RetentionPolicy,
+  StorageType,
+  type ConnectionOptions,
+  type JetStreamClient,
+  type JetStreamManager,
+  type NatsConnection,
+  type StreamConfig,
+} from 'nats';
+import type { BusConsumer, BusMessage, BusPublisher } from './types.js';
+
+export const STREAM_NAME = 'SIGHTLINE_SPANS';
+export const SUBJECT = 'sightline.spans.v1';
+export const DURABLE_NAME = 'sightline-ingester';
+
+export interface StreamOptions {
+  /** Bytes the stream may hold before refusing new batches. Default 1 GiB. */
+  maxBytes?: number;
+  /** Milliseconds a batch is kept if never consumed. Default 7 days. */
+  maxAgeMs?: number;
+  /** Dedup window for message ids, in milliseconds. Default 120 000. */
+  duplicateWindowMs?: number;
+}
+
+/** Connects with unlimited reconnects: capture outlives NATS restarts. */
+export async function connectNats(url: string, name: string, extra: Partial<ConnectionOptions> = {}): Promise<NatsConnection> {
+  return connect({
+    servers: url.split(',').map((s) => s.trim()),
+    name,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+    pingInterval: 10_000,
+    ...extra,
+  });
+}
+
+/**
+ * Creates the stream, or verifies and updates an existing one so it carries our subject
+ * and a dedup window: the gateway calls this at start.
+ */
+export async function ensureStream(jsm: JetStreamManager, opts: StreamOptions = {}): Promise<void> {
+  const want: Partial<StreamConfig> = {
+    name: STREAM_NAME,
+    subjects: [SUBJECT],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    discard: DiscardPolicy.New,
+    max_bytes: opts.maxBytes ?? 1024 ** 3,
+    max_age: nanos(opts.maxAgeMs ?? 7 * 24 * 3600 * 1000),
+    duplicate_window: nanos(opts.duplicateWindowMs ?? 120_000),
+    num_replicas: 1,
+  };
+  let info;
+  try {
+    info = await jsm.streams.info(STREAM_NAME);
+  } catch (e) {
+    if (!isNotFound(e)) throw e;
+    await jsm.streams.add(want);
+    return;
+  }
+  const cfg = info.config;
+  if (!cfg.subjects.includes(SUBJECT) || cfg.duplicate_window !== want.duplicate_window) {
+    await jsm.streams.update(STREAM_NAME, { ...cfg, subjects: [...new Set([...cfg.subjects, SUBJECT])], duplicate_window: want.duplicate_window! });
+  }
+}
+
+function isNotFound(e: unknown): boolean {
+  const err = e as { api_error?: { err_code?: number }; code?: string; message?: string };
+  return err.api_error?.err_code === 10059 || err.code === '404' || /stream not found/i.test(err.message ?? '');
+}
+
+export class NatsPublisher implements BusPublisher {
+  readonly #js: JetStreamClient;
+  constructor(readonly nc: NatsConnection) {
+    this.#js = nc.jetstream();
+  }
+
+  async publish(data: Uint8Array, msgId: string, timeoutMs: number): Promise<void> {
+    await this.#js.publish(SUBJECT, data, { msgID: msgId, timeout: timeoutMs });
+  }
+
+  async close(): Promise<void> {
+    await this.nc.drain().catch(() => this.nc.close());
+  }
+}
+
+export interface ConsumerOptions {
+  /** Milliseconds before an unacked message is redelivered. Default 30 000. */
+  ackWaitMs?: number;
+  /** Unacknowledged messages outstanding across all ingesters, at most. Default 1 000. */
+  maxAckPending?: number;
+}
+
+export class NatsConsumer implements BusConsumer {
+  private constructor(
+    readonly nc: NatsConnection,
+    readonly js: JetStreamClient,
+  ) {}
+
+  /** Creates (or reuses) the durable consumer on the stream, creating the stream if needed. */
+  static async open(nc: NatsConnection, opts: ConsumerOptions = {}): Promise<NatsConsumer> {
+    const jsm = await nc.jetstreamManager();
+    await ensureStream(jsm);
+    try {
+      await jsm.consumers.info(STREAM_NAME, DURABLE_NAME);
+    } catch (e) {
+      if (!/consumer not found/i.test((e as Error).message) && (e as { api_error?: { err_code?: number } }).api_error?.err_code !== 10014) throw e;
+      await jsm.consumers.add(STREAM_NAME, {
+        durable_name: DURABLE_NAME,
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.All,
+        ack_wait: nanos(opts.ackWaitMs ?? 30_000),
+        max_ack_pending: opts.maxAckPending ?? 1_000,
+        filter_subject: SUBJECT,
+      });
+    }
+    return new NatsConsumer(nc, nc.jetstream());
+  }
+
+  async fetch(max: number, expiresMs: number): Promise<BusMessage[]> {
+    const consumer = await this.js.consumers.get(STREAM_NAME, DURABLE_NAME);
+    const iter = await consumer.fetch({ max_messages: max, expires: Math.max(1000, expiresMs) });
+    const out: BusMessage[] = [];
+    for await (const m of iter) {
+      out.push({
+        data: m.data,
+        msgId: m.headers?.get('Nats-Msg-Id') ?? `${m.info.stream}:${m.seq}`,
+        deliveries: m.info.redeliveryCount,
+        ack: async () => {
+          // ackAck waits for the server's confirmation, so "acked" means it will not come back.
+          const ok = await m.ackAck({ timeout: 5_000 });
+          if (!ok) throw new Error('JetStream did not confirm the ack');
+        },
+        nak: (delayMs?: number) => m.nak(delayMs),
+      });
+    }
+    return out;
+  }
+
+  async close(): Promise<void> {
+    await this.nc.drain().catch(() => this.nc.close());
+  }
+}

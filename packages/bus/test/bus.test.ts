@@ -1,0 +1,90 @@
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { MemoryBus, NatsPublisher, NatsConsumer, connectNats, ensureStream, STREAM_NAME, type BusConsumer, type BusPublisher } from '@sightline/bus';
+import { NatsServer } from '../../../test/support/servers.js';
+
+const enc = (s: string) => new TextEncoder().encode(s);
+const dec = (b: Uint8Array) => new TextDecoder().decode(b);
+
+function contract(name: string, open: () => Promise<{ pub: BusPublisher; con: BusConsumer; done: () => Promise<void> }>, redeliverMs: number) {
+  describe(name, () => {
+    let pub: BusPublisher;
+    let con: BusConsumer;
+    let done: () => Promise<void>;
+    before(async () => {
+      ({ pub, con, done } = await open());
+    });
+    after(async () => done());
+
+    test('publishes, dedups by message id, delivers in order, acks', async () => {
+      await pub.publish(enc('a'), 'm-1', 2000);
+      await pub.publish(enc('a-again'), 'm-1', 2000);
+      await pub.publish(enc('b'), 'm-2', 2000);
+      const got = await con.fetch(10, 1000);
+      assert.deepEqual(got.map((m) => [m.msgId, dec(m.data), m.deliveries]), [['m-1', 'a', 1], ['m-2', 'b', 1]]);
+      for (const m of got) await m.ack();
+      const none = await con.fetch(10, 1000);
+      assert.equal(none.length, 0);
+    });
+
+    test('a nak brings the message back as a redelivery', async () => {
+      await pub.publish(enc('c'), 'm-3', 2000);
+      const [m] = await con.fetch(1, 1000);
+      assert.equal(m?.msgId, 'm-3');
+      m!.nak(10);
+      let again: Awaited<ReturnType<BusConsumer['fetch']>> = [];
+      const deadline = Date.now() + redeliverMs;
+      while (again.length === 0 && Date.now() < deadline) again = await con.fetch(1, 1000);
+      assert.equal(again[0]?.msgId, 'm-3');
+      assert.equal(again[0]?.deliveries, 2);
+      await again[0]!.ack();
+    });
+  });
+}
+
+contract(
+  'in-process bus',
+  async () => {
+    const bus = new MemoryBus();
+    return { pub: bus, con: bus, done: () => bus.close() };
+  },
+  2000,
+);
+
+let nats: NatsServer;
+contract(
+  'NATS JetStream',
+  async () => {
+    nats = await NatsServer.start();
+    const pubConn = await connectNats(nats.url, 'test-pub');
+    await ensureStream(await pubConn.jetstreamManager());
+    const pub = new NatsPublisher(pubConn);
+    const con = await NatsConsumer.open(await connectNats(nats.url, 'test-con'));
+    return {
+      pub,
+      con,
+      done: async () => {
+        await pub.close();
+        await con.close();
+        await nats.dispose();
+      },
+    };
+  },
+  10_000,
+);
+
+test('ensureStream is idempotent and verifies an existing stream', async () => {
+  const server = await NatsServer.start();
+  try {
+    const nc = await connectNats(server.url, 'test');
+    const jsm = await nc.jetstreamManager();
+    await ensureStream(jsm);
+    await ensureStream(jsm);
+    const info = await jsm.streams.info(STREAM_NAME);
+    assert.deepEqual(info.config.subjects, ['sightline.spans.v1']);
+    assert.equal(info.config.duplicate_window, 120_000 * 1e6);
+    await nc.close();
+  } finally {
+    await server.dispose();
+  }
+});
