@@ -134,9 +134,9 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
   }
 
   const routes: RouteConfig[] = [];
-  const rawRoutes = root.routes;
+  const rawRoutes: unknown = root.routes;
   if (!Array.isArray(rawRoutes) || rawRoutes.length === 0) r.fail('routes', 'must be a non-empty list');
-  rawRoutes.forEach((raw: unknown, i: number) => {
+  (rawRoutes as unknown[]).forEach((raw: unknown, i: number) => {
     const field = `routes[${i}]`;
     const o = r.obj(raw, field);
     r.known(o, field, ['match', 'provider', 'model']);
@@ -150,7 +150,7 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
     const providerName = r.str(o.provider, `${field}.provider`);
     const provider = providers.get(providerName);
     if (provider === undefined) {
-      r.fail(`${field}.provider`, `unknown provider "${providerName}" (defined: ${[...providers.keys()].join(', ')})`);
+      return r.fail(`${field}.provider`, `unknown provider "${providerName}" (defined: ${[...providers.keys()].join(', ')})`);
     }
     const model = o.model === undefined ? null : r.str(o.model, `${field}.model`);
     routes.push({ match, provider, model: model === '' ? null : model });

@@ -1,0 +1,259 @@
+/**
+ * Turns a finished RequestRecord into OpenTelemetry spans and a request row, off the
+ * request path. Spans are made with @opentelemetry/sdk-trace-base (so they follow the
+ * OTel data model: ids, kinds, status, attributes, HrTime) and the GenAI semantic
+ * conventions (https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/), then
+ * flattened into `spans` rows.
+ *
+ * Stage spans partition the request: each starts where the previous one ended, from the
+ * request's first mark to its last, so they add up to its total exactly.
+ */
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type HrTime, type Tracer } from '@opentelemetry/api';
+import {
+  AlwaysOnSampler,
+  BasicTracerProvider,
+  RandomIdGenerator,
+  type IdGenerator,
+  type ReadableSpan,
+  type SpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
+import { markDiffNs, markToUnixNano, type RequestRow, type SpanRow, type SpanStatus, type StageName } from '@sightline/core';
+import type { RequestRecord } from './record.js';
+import { extractUsage } from './usage.js';
+
+/** Makes the root span carry the trace id the client already received in a header. */
+class PresetIdGenerator implements IdGenerator {
+  readonly #random = new RandomIdGenerator();
+  nextTraceId = '';
+  generateTraceId(): string {
+    const id = this.nextTraceId;
+    this.nextTraceId = '';
+    return id !== '' ? id : this.#random.generateTraceId();
+  }
+  generateSpanId(): string {
+    return this.#random.generateSpanId();
+  }
+}
+
+/** Collects the spans of the record being built. */
+class CollectingProcessor implements SpanProcessor {
+  spans: ReadableSpan[] = [];
+  onStart(): void {}
+  onEnd(span: ReadableSpan): void {
+    this.spans.push(span);
+  }
+  async forceFlush(): Promise<void> {}
+  async shutdown(): Promise<void> {}
+}
+
+function hr(mark: number): HrTime {
+  const ns = markToUnixNano(mark);
+  return [Number(ns / 1_000_000_000n), Number(ns % 1_000_000_000n)];
+}
+
+function hrToNs(t: HrTime): bigint {
+  return BigInt(t[0]) * 1_000_000_000n + BigInt(t[1]);
+}
+
+interface StageMark {
+  name: StageName;
+  end: (r: RequestRecord) => number;
+}
+
+/** Stage order and the mark at which each one ends. */
+const STAGE_MARKS: readonly StageMark[] = [
+  { name: 'ingress.read', end: (r) => r.tBody },
+  { name: 'parse', end: (r) => r.tParsed },
+  { name: 'auth', end: (r) => r.tAuth },
+  { name: 'route', end: (r) => r.tRouted },
+  { name: 'translate.request', end: (r) => r.tBuilt },
+  { name: 'upstream.connect', end: (r) => (r.newConnection ? r.tConnected : -1) },
+  { name: 'upstream.send', end: (r) => r.tSent },
+  { name: 'upstream.wait', end: (r) => r.tFirstByte },
+  { name: 'upstream.stream', end: (r) => r.tLastByte },
+  { name: 'translate.response', end: (r) => r.tEnd },
+  { name: 'egress.write', end: (r) => r.tFinish },
+];
+
+export interface StageInterval {
+  name: StageName;
+  start: number;
+  end: number;
+  failed: boolean;
+}
+
+/**
+ * The stage intervals of a request, in order, covering [t0, tFinish] without gaps or
+ * overlap. A stage whose end mark was never reached (the request failed or was aborted
+ * in it) is closed at the next mark that was reached and flagged `failed`.
+ */
+export function stageIntervals(r: RequestRecord): StageInterval[] {
+  const out: StageInterval[] = [];
+  let prev = r.t0;
+  let pending: StageName | null = null;
+  for (const s of STAGE_MARKS) {
+    const end = s.end(r);
+    if (end < 0) continue; // optional stage that did not happen
+    if (end === 0 || end < prev) {
+      pending ??= r.failedStage ?? s.name;
+      continue;
+    }
+    const name: StageName = pending ?? s.name;
+    out.push({ name, start: prev, end, failed: pending !== null || r.failedStage === s.name });
+    pending = null;
+    prev = end;
+  }
+  return out;
+}
+
+export interface BuiltRequest {
+  request: RequestRow;
+  spans: SpanRow[];
+}
+
+export interface SpanBuilderOptions {
+  instance: string;
+  /** Version reported as the instrumentation scope version. */
+  version?: string;
+}
+
+export class SpanBuilder {
+  readonly #ids = new PresetIdGenerator();
+  readonly #collector = new CollectingProcessor();
+  readonly #tracer: Tracer;
+  readonly #instance: string;
+
+  constructor(opts: SpanBuilderOptions) {
+    this.#instance = opts.instance;
+    const provider = new BasicTracerProvider({
+      // Capture is complete by design: an incoming `sampled=0` does not turn it off.
+      sampler: new AlwaysOnSampler(),
+      idGenerator: this.#ids,
+      spanProcessors: [this.#collector],
+      spanLimits: { attributeCountLimit: 64, attributeValueLengthLimit: 4096 },
+    });
+    this.#tracer = provider.getTracer('sightline-gateway', opts.version ?? '0.1.0');
+  }
+
+  build(r: RequestRecord): BuiltRequest {
+    const usage = extractUsage(r.responseChunks, r.stream);
+    const stages = stageIntervals(r);
+    const totalNs = markDiffNs(r.t0, r.tFinish);
+    let upstreamNs = 0;
+    for (const s of stages) {
+      if (s.name === 'upstream.wait' || s.name === 'upstream.stream') upstreamNs += markDiffNs(s.start, s.end);
+    }
+
+    this.#collector.spans = [];
+    let parent: Context = ROOT_CONTEXT;
+    if (r.parentSpanId !== '') {
+      parent = trace.setSpanContext(ROOT_CONTEXT, { traceId: r.traceId, spanId: r.parentSpanId, traceFlags: 1, isRemote: true });
+    } else {
+      this.#ids.nextTraceId = r.traceId;
+    }
+    const operation = 'chat';
+    const rootAttrs: Attributes = {
+      'gen_ai.operation.name': operation,
+      'gen_ai.provider.name': r.provider,
+      'gen_ai.request.model': r.model,
+      'http.request.method': r.method,
+      'http.route': r.route,
+      'http.response.status_code': r.status,
+      'sightline.dialect': r.dialect,
+      'sightline.stream': r.stream,
+      'sightline.team': r.team,
+      'sightline.seq': r.seq,
+      'sightline.gateway_ns': totalNs - upstreamNs,
+      'sightline.upstream_ns': upstreamNs,
+    };
+    if (r.upstreamHost !== '') rootAttrs['server.address'] = r.upstreamHost;
+    if (usage.responseModel !== '') rootAttrs['gen_ai.response.model'] = usage.responseModel;
+    if (usage.found) {
+      rootAttrs['gen_ai.usage.input_tokens'] = usage.inputTokens;
+      rootAttrs['gen_ai.usage.output_tokens'] = usage.outputTokens;
+    }
+    if (r.errorType !== '') rootAttrs['error.type'] = r.errorType;
+    if (r.aborted) rootAttrs['sightline.aborted'] = true;
+
+    const root = this.#tracer.startSpan(`${operation} ${r.model === '' ? 'unknown' : r.model}`, { kind: SpanKind.SERVER, startTime: hr(r.t0), attributes: rootAttrs }, parent);
+    if (r.status >= 500 || r.aborted) root.setStatus({ code: SpanStatusCode.ERROR, message: r.aborted ? 'client aborted' : r.errorMessage });
+    const rootCtx = trace.setSpan(ROOT_CONTEXT, root);
+    for (const s of stages) {
+      const isUpstream = s.name.startsWith('upstream.');
+      const span = this.#tracer.startSpan(s.name, { kind: isUpstream ? SpanKind.CLIENT : SpanKind.INTERNAL, startTime: hr(s.start) }, rootCtx);
+      if (s.failed) span.setStatus({ code: SpanStatusCode.ERROR, message: r.aborted ? 'client aborted' : r.errorMessage });
+      span.end(hr(s.end));
+    }
+    root.end(hr(r.tFinish));
+
+    const spans = this.#collector.spans.map((s) => this.#row(s, r));
+    this.#collector.spans = [];
+    const startNs = markToUnixNano(r.t0);
+    const rootSpanId = root.spanContext().spanId;
+    const request: RequestRow = {
+      trace_id: r.traceId,
+      span_id: rootSpanId,
+      instance: this.#instance,
+      seq: String(r.seq),
+      start_time: Number(startNs / 1_000_000_000n),
+      start_time_unix_nano: startNs.toString(),
+      method: r.method,
+      route: r.route,
+      dialect: r.dialect,
+      model: r.model,
+      response_model: usage.responseModel,
+      provider: r.provider,
+      upstream_model: r.upstreamModel,
+      team: r.team,
+      stream: r.stream ? 1 : 0,
+      http_status: r.status,
+      upstream_status: r.upstreamStatus,
+      error_type: r.errorType,
+      aborted: r.aborted ? 1 : 0,
+      total_ns: String(totalNs),
+      gateway_ns: String(totalNs - upstreamNs),
+      upstream_ns: String(upstreamNs),
+      ttfb_ns: String(r.tFirstWrite > 0 ? markDiffNs(r.t0, r.tFirstWrite) : 0),
+      ttft_ns: String(r.tFirstToken > 0 ? markDiffNs(r.t0, r.tFirstToken) : 0),
+      input_tokens: usage.inputTokens,
+      output_tokens: usage.outputTokens,
+      cache_read_tokens: usage.cacheReadTokens,
+      cache_write_tokens: usage.cacheWriteTokens,
+      request_bytes: r.requestBytes,
+      response_bytes: r.responseBytes,
+    };
+    return { request, spans };
+  }
+
+  #row(s: ReadableSpan, r: RequestRecord): SpanRow {
+    const ctx = s.spanContext();
+    const startNs = hrToNs(s.startTime);
+    const keys: string[] = [];
+    const values: string[] = [];
+    for (const [k, v] of Object.entries(s.attributes)) {
+      if (v === undefined) continue;
+      keys.push(k);
+      values.push(String(v));
+    }
+    const status: SpanStatus = s.status.code === SpanStatusCode.ERROR ? 'ERROR' : s.status.code === SpanStatusCode.OK ? 'OK' : 'UNSET';
+    return {
+      trace_id: ctx.traceId,
+      span_id: ctx.spanId,
+      parent_span_id: s.parentSpanContext?.spanId ?? '',
+      name: s.name,
+      kind: SpanKind[s.kind].toLowerCase(),
+      is_root: s.kind === SpanKind.SERVER ? 1 : 0,
+      start_time: Number(startNs / 1_000_000_000n),
+      start_time_unix_nano: startNs.toString(),
+      duration_ns: hrToNs(s.duration).toString(),
+      status_code: status,
+      status_message: s.status.message ?? '',
+      model: r.model,
+      provider: r.provider,
+      team: r.team,
+      instance: this.#instance,
+      attr_keys: keys,
+      attr_values: values,
+    };
+  }
+}
