@@ -154,3 +154,63 @@ export class NatsConsumer implements BusConsumer {
     await this.nc.drain().catch(() => this.nc.close());
   }
 }
+
+/**
+ * A publisher that is usable before NATS is: it connects (and creates or verifies the
+ * stream) in the background, retrying for as long as it takes, and until then rejects
+ * publishes at once so capture keeps the batches and retries them. A gateway therefore
+ * starts and serves with NATS down, and its capture resumes when NATS comes up.
+ */
+export class ResilientNatsPublisher implements BusPublisher {
+  #publisher: NatsPublisher | null = null;
+  #closed = false;
+  #lastError: unknown = null;
+  readonly ready: Promise<void>;
+
+  constructor(
+    readonly url: string,
+    readonly name: string,
+    readonly stream: StreamOptions = {},
+  ) {
+    this.ready = this.#connectLoop();
+  }
+
+  get connected(): boolean {
+    return this.#publisher !== null && !this.#publisher.nc.isClosed();
+  }
+
+  get lastError(): unknown {
+    return this.#lastError;
+  }
+
+  async #connectLoop(): Promise<void> {
+    let delay = 250;
+    while (!this.#closed) {
+      try {
+        const nc = await connectNats(this.url, this.name);
+        await ensureStream(await nc.jetstreamManager(), this.stream);
+        if (this.#closed) {
+          await nc.close();
+          return;
+        }
+        this.#publisher = new NatsPublisher(nc);
+        return;
+      } catch (e) {
+        this.#lastError = e;
+        await new Promise((r) => setTimeout(r, delay).unref());
+        delay = Math.min(5_000, delay * 2);
+      }
+    }
+  }
+
+  async publish(data: Uint8Array, msgId: string, timeoutMs: number): Promise<void> {
+    const p = this.#publisher;
+    if (p === null) throw new Error(`not connected to NATS at ${this.url}`);
+    await p.publish(data, msgId, timeoutMs);
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#publisher !== null) await this.#publisher.close();
+  }
+}

@@ -17,6 +17,8 @@ export class RequestRecord {
   traceId = '';
   /** Span id of the caller's span from an incoming `traceparent`, or ''. */
   parentSpanId = '';
+  /** Span id of this request's root span, chosen up front so it can go upstream in `traceparent`. */
+  rootSpanId = '';
 
   // Stage marks, monotonic milliseconds (core/clock.ts); 0 = not reached.
   /** Request headers parsed (fastify onRequest). */

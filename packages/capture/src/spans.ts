@@ -25,13 +25,16 @@ import { extractUsage } from './usage.js';
 class PresetIdGenerator implements IdGenerator {
   readonly #random = new RandomIdGenerator();
   nextTraceId = '';
+  nextSpanId = '';
   generateTraceId(): string {
     const id = this.nextTraceId;
     this.nextTraceId = '';
     return id !== '' ? id : this.#random.generateTraceId();
   }
   generateSpanId(): string {
-    return this.#random.generateSpanId();
+    const id = this.nextSpanId;
+    this.nextSpanId = '';
+    return id !== '' ? id : this.#random.generateSpanId();
   }
 }
 
@@ -151,6 +154,7 @@ export class SpanBuilder {
     } else {
       this.#ids.nextTraceId = r.traceId;
     }
+    this.#ids.nextSpanId = r.rootSpanId;
     const operation = 'chat';
     const rootAttrs: Attributes = {
       'gen_ai.operation.name': operation,

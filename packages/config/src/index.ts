@@ -1,4 +1,4 @@
-export { loadConfigFile, parseConfig } from './load.js';
+export { loadConfigFile, parseConfig, loadConfigFromEnv, DEFAULT_CONFIG_PATH } from './load.js';
 export type { LoadOptions } from './load.js';
 export { ConfigError } from './errors.js';
 export { expandEnv, MissingEnvError } from './env.js';

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { ConfigError } from './errors.js';
 import { expandEnv, MissingEnvError, type EnvLookup } from './env.js';
@@ -217,4 +218,13 @@ function readProvider(r: Reader, name: string, raw: unknown): ProviderConfig {
     headersTimeoutMs: r.int(o.headers_timeout_ms, `${field}.headers_timeout_ms`, 600_000, 1, 3_600_000),
     bodyTimeoutMs: r.int(o.body_timeout_ms, `${field}.body_timeout_ms`, 300_000, 1, 3_600_000),
   };
+}
+
+/** The shipped configuration file, `config/sightline.yaml` at the repository root. */
+export const DEFAULT_CONFIG_PATH = fileURLToPath(new URL('../../../config/sightline.yaml', import.meta.url));
+
+/** Loads the file named by `SIGHTLINE_CONFIG`, or the shipped default. */
+export function loadConfigFromEnv(): Config {
+  const p = process.env.SIGHTLINE_CONFIG;
+  return loadConfigFile(p !== undefined && p !== '' ? p : DEFAULT_CONFIG_PATH);
 }

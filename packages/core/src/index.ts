@@ -3,3 +3,4 @@ export type { TraceParent } from './ids.js';
 export { now, markToUnixNano, markDiffNs, unixNanoNow } from './clock.js';
 export { STAGES } from './rows.js';
 export type { StageName, SpanStatus, SpanRow, RequestRow, CaptureBatch } from './rows.js';
+export { instanceId, onShutdown, envInt } from './process.js';

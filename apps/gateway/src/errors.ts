@@ -1,0 +1,77 @@
+/**
+ * Gateway errors: one class per failure, stable codes, and the one place where a
+ * failure becomes an HTTP status and a body in the client's dialect.
+ *
+ * OpenAI: {"error":{"message","type","param","code"}}
+ *   (https://platform.openai.com/docs/guides/error-codes)
+ * Anthropic: {"type":"error","error":{"type","message"}}
+ *   (https://docs.anthropic.com/en/api/errors)
+ */
+import type { StageName } from '@sightline/core';
+import type { Dialect } from '@sightline/capture';
+
+export type GatewayErrorCode =
+  | 'invalid_json'
+  | 'invalid_request'
+  | 'body_too_large'
+  | 'unsupported_media_type'
+  | 'model_not_found'
+  | 'unsupported_route'
+  | 'route_not_found'
+  | 'upstream_unreachable'
+  | 'upstream_timeout'
+  | 'upstream_error'
+  | 'client_closed'
+  | 'internal_error';
+
+interface ErrorKind {
+  status: number;
+  /** OpenAI `error.type`. */
+  openai: string;
+  /** Anthropic `error.type`. */
+  anthropic: string;
+  /** Stage a request is in when this failure happens (for the failed span). */
+  stage: StageName | null;
+}
+
+const KINDS: Record<GatewayErrorCode, ErrorKind> = {
+  invalid_json: { status: 400, openai: 'invalid_request_error', anthropic: 'invalid_request_error', stage: 'parse' },
+  invalid_request: { status: 400, openai: 'invalid_request_error', anthropic: 'invalid_request_error', stage: 'parse' },
+  body_too_large: { status: 413, openai: 'invalid_request_error', anthropic: 'request_too_large', stage: 'ingress.read' },
+  unsupported_media_type: { status: 415, openai: 'invalid_request_error', anthropic: 'invalid_request_error', stage: 'ingress.read' },
+  model_not_found: { status: 404, openai: 'invalid_request_error', anthropic: 'not_found_error', stage: 'route' },
+  unsupported_route: { status: 400, openai: 'invalid_request_error', anthropic: 'invalid_request_error', stage: 'route' },
+  route_not_found: { status: 404, openai: 'invalid_request_error', anthropic: 'not_found_error', stage: null },
+  upstream_unreachable: { status: 502, openai: 'api_error', anthropic: 'api_error', stage: 'upstream.connect' },
+  upstream_timeout: { status: 504, openai: 'api_error', anthropic: 'api_error', stage: 'upstream.wait' },
+  upstream_error: { status: 502, openai: 'api_error', anthropic: 'api_error', stage: 'upstream.stream' },
+  client_closed: { status: 499, openai: 'api_error', anthropic: 'api_error', stage: null },
+  internal_error: { status: 500, openai: 'api_error', anthropic: 'api_error', stage: null },
+};
+
+export class GatewayError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: GatewayErrorCode,
+    message: string,
+    readonly param: string | null = null,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'GatewayError';
+    this.status = KINDS[code].status;
+  }
+
+  get stage(): StageName | null {
+    return KINDS[this.code].stage;
+  }
+}
+
+/** The response body for an error, in the client's dialect. */
+export function errorBody(err: GatewayError, dialect: Dialect): string {
+  const k = KINDS[err.code];
+  if (dialect === 'anthropic') {
+    return JSON.stringify({ type: 'error', error: { type: k.anthropic, message: err.message } });
+  }
+  return JSON.stringify({ error: { message: err.message, type: k.openai, param: err.param, code: err.code } });
+}

@@ -1,0 +1,74 @@
+/**
+ * `GET /metrics` in Prometheus text format (https://prometheus.io/docs/instrumenting/exposition_formats/).
+ * Counters are plain numbers updated when a request ends; the text is made on scrape.
+ */
+import { markDiffNs } from '@sightline/core';
+import type { Capture, RequestRecord } from '@sightline/capture';
+
+/** Upper bounds of the latency histograms, in seconds. */
+const BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+class Histogram {
+  readonly counts = new Array<number>(BUCKETS.length + 1).fill(0);
+  sum = 0;
+  count = 0;
+  observe(seconds: number): void {
+    let i = 0;
+    while (i < BUCKETS.length && seconds > BUCKETS[i]!) i++;
+    this.counts[i]!++;
+    this.sum += seconds;
+    this.count++;
+  }
+  render(name: string, help: string): string {
+    let out = `# HELP ${name} ${help}\n# TYPE ${name} histogram\n`;
+    let acc = 0;
+    for (let i = 0; i < BUCKETS.length; i++) {
+      acc += this.counts[i]!;
+      out += `${name}_bucket{le="${BUCKETS[i]}"} ${acc}\n`;
+    }
+    out += `${name}_bucket{le="+Inf"} ${this.count}\n${name}_sum ${this.sum}\n${name}_count ${this.count}\n`;
+    return out;
+  }
+}
+
+export class Metrics {
+  readonly #byStatus = new Map<string, number>();
+  readonly #total = new Histogram();
+  readonly #gateway = new Histogram();
+  aborted = 0;
+
+  constructor(readonly capture: Capture | null) {}
+
+  observe(r: RequestRecord): void {
+    const cls = r.status === 0 ? 'unknown' : `${Math.floor(r.status / 100)}xx`;
+    this.#byStatus.set(cls, (this.#byStatus.get(cls) ?? 0) + 1);
+    if (r.aborted) this.aborted++;
+    const total = markDiffNs(r.t0, r.tFinish);
+    const upstream = r.tSent > 0 && r.tFirstByte > 0 ? markDiffNs(r.tSent, r.tLastByte > 0 ? r.tLastByte : r.tFinish) : 0;
+    this.#total.observe(total / 1e9);
+    this.#gateway.observe((total - upstream) / 1e9);
+  }
+
+  render(): string {
+    let out = '# HELP sightline_gateway_requests_total Requests served, by status class.\n# TYPE sightline_gateway_requests_total counter\n';
+    for (const [cls, n] of this.#byStatus) out += `sightline_gateway_requests_total{status="${cls}"} ${n}\n`;
+    out += `# HELP sightline_gateway_requests_aborted_total Requests whose client went away first.\n# TYPE sightline_gateway_requests_aborted_total counter\nsightline_gateway_requests_aborted_total ${this.aborted}\n`;
+    out += this.#total.render('sightline_gateway_request_duration_seconds', 'Time from request headers to the end of the response.');
+    out += this.#gateway.render('sightline_gateway_own_duration_seconds', 'Request time minus time waiting on the provider.');
+    const c = this.capture;
+    if (c !== null) {
+      const s = c.stats;
+      out += counter('sightline_capture_recorded_total', 'Requests handed to capture.', s.recorded);
+      out += counter('sightline_capture_published_total', 'Requests in batches JetStream acknowledged.', s.published);
+      out += counter('sightline_capture_published_batches_total', 'Batches JetStream acknowledged.', s.publishedBatches);
+      out += counter('sightline_capture_publish_failures_total', 'Failed or timed-out batch publishes (each retried).', s.publishFailures);
+      out += counter('sightline_capture_dropped_total', 'Requests whose capture was dropped.', s.dropped);
+      out += `# HELP sightline_capture_queue_depth Requests waiting to be published.\n# TYPE sightline_capture_queue_depth gauge\nsightline_capture_queue_depth ${s.queued}\n`;
+    }
+    return out;
+  }
+}
+
+function counter(name: string, help: string, v: number): string {
+  return `# HELP ${name} ${help}\n# TYPE ${name} counter\n${name} ${v}\n`;
+}

@@ -1,0 +1,69 @@
+/**
+ * Starting and stopping a gateway: used by `main.ts` (one app per process) and by the
+ * one-command launcher (apps/sightline).
+ */
+import type { FastifyInstance } from 'fastify';
+import { Capture } from '@sightline/capture';
+import type { BusPublisher } from '@sightline/bus';
+import type { Config } from '@sightline/config';
+import { buildGateway } from './server.js';
+
+export interface StartGatewayOptions {
+  config: Config;
+  publisher: BusPublisher;
+  instance: string;
+  /**
+   * Benchmark-only switch that turns capture off to price it (bench/). Production has no
+   * way to disable capture; `capture.enabled: false` in the file is the same switch.
+   */
+  captureOff?: boolean;
+  /** Override the configured port (0: any free port). */
+  port?: number;
+  host?: string;
+  log?: (msg: string) => void;
+}
+
+export interface GatewayHandle {
+  app: FastifyInstance;
+  capture: Capture | null;
+  url: string;
+  /** Stops accepting, finishes in-flight requests, flushes capture; once. */
+  close(deadlineMs?: number): Promise<void>;
+}
+
+export async function startGateway(opts: StartGatewayOptions): Promise<GatewayHandle> {
+  const log = opts.log ?? (() => {});
+  const enabled = opts.config.capture.enabled && opts.captureOff !== true;
+  const capture = enabled
+    ? new Capture({
+        instance: opts.instance,
+        config: opts.config.capture,
+        publisher: opts.publisher,
+        onError: (e) => log(`capture: ${e instanceof Error ? e.message : String(e)}`),
+      })
+    : null;
+  const app = buildGateway({ config: opts.config, capture, instance: opts.instance });
+  const host = opts.host ?? opts.config.gateway.host;
+  await app.listen({ port: opts.port ?? opts.config.gateway.port, host });
+  const addr = app.server.address();
+  const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
+  const url = `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`;
+  let closing: Promise<void> | null = null;
+  return {
+    app,
+    capture,
+    url,
+    close(deadlineMs = 10_000) {
+      closing ??= (async () => {
+        const deadline = Date.now() + deadlineMs;
+        await app.close();
+        if (capture !== null) {
+          const left = await capture.close(Math.max(0, deadline - Date.now()));
+          if (left > 0) log(`capture: ${left} requests were not published before the shutdown deadline`);
+        }
+        await opts.publisher.close();
+      })();
+      return closing;
+    },
+  };
+}

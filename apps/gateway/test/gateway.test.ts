@@ -1,0 +1,262 @@
+/**
+ * The gateway against a real mock provider (bench/mock, a local HTTP server), driven by
+ * the official `openai` client and by raw HTTP for bad input. Capture goes to the
+ * in-process bus, which the tests read to check what was recorded.
+ */
+import { test, before, after, beforeEach } from 'node:test';
+import assert from 'node:assert/strict';
+import { request as httpRequest } from 'node:http';
+import OpenAI from 'openai';
+import { parseConfig } from '@sightline/config';
+import { MemoryBus } from '@sightline/bus';
+import type { CaptureBatch, RequestRow, SpanRow } from '@sightline/core';
+import { startGateway, type GatewayHandle } from '@sightline/app-gateway';
+import { startMock, type MockServer } from '../../../bench/mock/server.js';
+import { waitFor, freePort } from '../../../test/support/servers.js';
+
+let mock: MockServer;
+let gw: GatewayHandle;
+let keyed: GatewayHandle;
+let bus: MemoryBus;
+let keyedBus: MemoryBus;
+const captured: { requests: RequestRow[]; spans: SpanRow[] } = { requests: [], spans: [] };
+
+function config(mockUrl: string, extra = '') {
+  return parseConfig(
+    `
+gateway: { host: 127.0.0.1, port: 0, body_limit: 2kb }
+providers:
+  mock: { type: openai-compatible, base_url: "${mockUrl}/v1" ${extra} }
+  dead: { type: openai-compatible, base_url: "http://127.0.0.1:${deadPort}/v1", connect_timeout_ms: 2000 }
+  claude: { type: anthropic, base_url: "${mockUrl}" }
+routes:
+  - { match: "gpt-*", provider: mock }
+  - { match: "alias-fast", provider: mock, model: "gpt-4o-mini" }
+  - { match: "dead-*", provider: dead }
+  - { match: "claude-*", provider: claude }
+capture: { flush_interval_ms: 5 }
+`,
+    'test.yaml',
+  );
+}
+
+let deadPort = 0;
+
+async function drain(b: MemoryBus): Promise<void> {
+  for (const m of await b.fetch(1000, 10)) {
+    const batch = JSON.parse(Buffer.from(m.data).toString()) as CaptureBatch;
+    captured.requests.push(...batch.requests);
+    captured.spans.push(...batch.spans);
+    await m.ack();
+  }
+}
+
+async function capturedRequest(traceId: string): Promise<{ request: RequestRow; spans: SpanRow[] }> {
+  await waitFor(`capture of ${traceId}`, async () => {
+    await drain(bus);
+    await drain(keyedBus);
+    return captured.requests.some((r) => r.trace_id === traceId);
+  }, 5000);
+  return { request: captured.requests.find((r) => r.trace_id === traceId)!, spans: captured.spans.filter((s) => s.trace_id === traceId) };
+}
+
+before(async () => {
+  deadPort = await freePort();
+  mock = await startMock({ chunks: 4 });
+  bus = new MemoryBus();
+  keyedBus = new MemoryBus();
+  gw = await startGateway({ config: config(mock.url), publisher: bus, instance: 'gw-test' });
+  keyed = await startGateway({ config: config(mock.url, ', api_key: "sk-configured"'), publisher: keyedBus, instance: 'gw-keyed' });
+});
+
+after(async () => {
+  await gw.close(2000);
+  await keyed.close(2000);
+  await mock.close();
+});
+
+beforeEach(() => mock.configure({ latencyMs: 0, ttftMs: 0, gapMs: 0, chunks: 4, status: undefined }));
+
+const client = () => new OpenAI({ apiKey: 'sk-client', baseURL: `${gw.url}/v1`, maxRetries: 0 });
+
+test('JSON completion through the gateway: body unchanged, trace id header, client key passed through', async () => {
+  mock.reset();
+  const { data, response } = await client().chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hello' }] }).withResponse();
+  assert.equal(data.object, 'chat.completion');
+  assert.equal(data.model, 'gpt-4o');
+  assert.ok((data.choices[0]?.message.content ?? '').length > 0);
+  const traceId = response.headers.get('x-sightline-trace-id') ?? '';
+  assert.match(traceId, /^[0-9a-f]{32}$/);
+  const upstream = mock.lastRequests().at(-1)!;
+  assert.equal(upstream.headers.authorization, 'Bearer sk-client');
+  assert.match(String(upstream.headers.traceparent), new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
+
+  const { request, spans } = await capturedRequest(traceId);
+  assert.equal(request.http_status, 200);
+  assert.equal(request.model, 'gpt-4o');
+  assert.equal(request.provider, 'mock');
+  assert.equal(request.stream, 0);
+  assert.equal(request.input_tokens, data.usage?.prompt_tokens);
+  assert.equal(request.output_tokens, data.usage?.completion_tokens);
+  const root = spans.find((s) => s.is_root === 1)!;
+  assert.equal(request.span_id, root.span_id);
+  assert.match(String(upstream.headers.traceparent), new RegExp(`-${root.span_id}-01$`));
+  const names = spans.filter((s) => s.is_root === 0).map((s) => s.name);
+  for (const n of ['ingress.read', 'parse', 'auth', 'route', 'translate.request', 'upstream.send', 'upstream.wait', 'upstream.stream', 'translate.response', 'egress.write']) {
+    assert.ok(names.includes(n), `stage ${n} missing from ${names.join(',')}`);
+  }
+  const sum = spans.filter((s) => s.is_root === 0).reduce((a, s) => a + BigInt(s.duration_ns), 0n);
+  assert.equal(sum, BigInt(request.total_ns));
+  assert.equal(BigInt(request.gateway_ns) + BigInt(request.upstream_ns), BigInt(request.total_ns));
+});
+
+test('streamed completion: every chunk arrives, usage captured when the client asked for it', async () => {
+  const stream = await client().chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }], stream: true, stream_options: { include_usage: true } }).withResponse();
+  let text = '';
+  let chunks = 0;
+  let usage: OpenAI.CompletionUsage | null | undefined;
+  for await (const c of stream.data) {
+    chunks++;
+    text += c.choices[0]?.delta.content ?? '';
+    if (c.usage) usage = c.usage;
+  }
+  assert.ok(chunks >= 6, `expected role + 4 content + finish + usage chunks, got ${chunks}`);
+  assert.ok(text.length > 0);
+  const traceId = stream.response.headers.get('x-sightline-trace-id')!;
+  const { request } = await capturedRequest(traceId);
+  assert.equal(request.stream, 1);
+  assert.equal(request.output_tokens, usage?.completion_tokens);
+  assert.ok(Number(request.ttft_ns) > 0 && Number(request.ttft_ns) <= Number(request.total_ns));
+});
+
+test('events are relayed as they arrive, not held back', async () => {
+  mock.configure({ ttftMs: 0, gapMs: 300, chunks: 3 });
+  const t0 = Date.now();
+  const s = await client().chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'x' }], stream: true });
+  const arrivals: number[] = [];
+  for await (const c of s) if (c.choices[0]?.delta.content) arrivals.push(Date.now() - t0);
+  assert.equal(arrivals.length, 3);
+  // With a 300 ms gap upstream, the first content must not wait for the last.
+  assert.ok(arrivals[2]! - arrivals[0]! >= 450, `arrivals ${arrivals.join(',')}`);
+});
+
+test('a configured provider key replaces the client key; aliases rename the model upstream', async () => {
+  mock.reset();
+  const c = new OpenAI({ apiKey: 'sk-client', baseURL: `${keyed.url}/v1`, maxRetries: 0 });
+  const r = await c.chat.completions.create({ model: 'alias-fast', messages: [{ role: 'user', content: 'x' }] });
+  assert.equal(r.model, 'gpt-4o-mini');
+  const up = mock.lastRequests().at(-1)!;
+  assert.equal(up.headers.authorization, 'Bearer sk-configured');
+  assert.equal((up.body as { model: string }).model, 'gpt-4o-mini');
+});
+
+test('an incoming traceparent is honoured', async () => {
+  const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+  const res = await fetch(`${gw.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', traceparent: `00-${traceId}-00f067aa0ba902b7-01` },
+    body: JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'x' }] }),
+  });
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get('x-sightline-trace-id'), traceId);
+  await res.arrayBuffer();
+  const { spans } = await capturedRequest(traceId);
+  assert.equal(spans.find((s) => s.is_root === 1)?.parent_span_id, '00f067aa0ba902b7');
+});
+
+async function post(body: string | Buffer, headers: Record<string, string> = { 'content-type': 'application/json' }) {
+  const res = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers, body });
+  const json = (await res.json()) as { error: { message: string; type: string; param: string | null; code: string } };
+  return { status: res.status, json, traceId: res.headers.get('x-sightline-trace-id') ?? '' };
+}
+
+test('bad input gets OpenAI-shaped 4xx errors and is captured like any request', async () => {
+  const cases: [string, string | Buffer, number, string, string | null][] = [
+    ['malformed JSON', '{"model": "gpt-4o", "messages": [', 400, 'invalid_json', null],
+    ['missing model', JSON.stringify({ messages: [] }), 400, 'invalid_request', 'model'],
+    ['model not a string', JSON.stringify({ model: 5, messages: [] }), 400, 'invalid_request', 'model'],
+    ['missing messages', JSON.stringify({ model: 'gpt-4o' }), 400, 'invalid_request', 'messages'],
+    ['unknown model', JSON.stringify({ model: 'llama-9', messages: [] }), 404, 'model_not_found', 'model'],
+    ['body over the limit', JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'x'.repeat(4096) }] }), 413, 'body_too_large', null],
+    ['empty body', '', 400, 'invalid_json', null],
+  ];
+  for (const [what, body, status, code, param] of cases) {
+    const r = await post(body);
+    assert.equal(r.status, status, what);
+    assert.equal(r.json.error.code, code, what);
+    assert.equal(r.json.error.type, 'invalid_request_error', what);
+    assert.equal(r.json.error.param, param, what);
+    assert.ok(r.json.error.message.length > 0, what);
+    assert.match(r.traceId, /^[0-9a-f]{32}$/, what);
+    const { request, spans } = await capturedRequest(r.traceId);
+    assert.equal(request.http_status, status, what);
+    assert.equal(request.error_type, code, what);
+    assert.ok(spans.some((s) => s.is_root === 1), what);
+    assert.ok(spans.some((s) => s.status_code === 'ERROR' && s.is_root === 0), `${what}: a failed stage span`);
+    const sum = spans.filter((s) => s.is_root === 0).reduce((a, s) => a + BigInt(s.duration_ns), 0n);
+    assert.equal(sum, BigInt(request.total_ns), what);
+  }
+});
+
+test('the official client sees bad requests as typed errors', async () => {
+  await assert.rejects(
+    client().chat.completions.create({ model: 'nope-model', messages: [{ role: 'user', content: 'x' }] }),
+    (e: unknown) => e instanceof OpenAI.NotFoundError && e.code === 'model_not_found',
+  );
+});
+
+test('unknown paths get an OpenAI-shaped 404', async () => {
+  const res = await fetch(`${gw.url}/v1/embeddingz`, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } });
+  assert.equal(res.status, 404);
+  const j = (await res.json()) as { error: { code: string } };
+  assert.equal(j.error.code, 'route_not_found');
+});
+
+test('an unreachable provider is a 502 in OpenAI shape, failed in upstream.connect', async () => {
+  const r = await post(JSON.stringify({ model: 'dead-1', messages: [] }));
+  assert.equal(r.status, 502);
+  assert.equal(r.json.error.code, 'upstream_unreachable');
+  const { spans } = await capturedRequest(r.traceId);
+  assert.equal(spans.find((s) => s.status_code === 'ERROR' && s.is_root === 0)?.name, 'upstream.connect');
+});
+
+test('an upstream error status is relayed with its body', async () => {
+  mock.configure({ status: 429 });
+  await assert.rejects(client().chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'x' }] }), (e: unknown) => e instanceof OpenAI.RateLimitError);
+});
+
+test('a client that disconnects mid-stream aborts the upstream request and is captured as aborted', async () => {
+  mock.reset();
+  mock.configure({ gapMs: 200, chunks: 20 });
+  const traceId = await new Promise<string>((resolve, reject) => {
+    const req = httpRequest(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
+      const id = String(res.headers['x-sightline-trace-id']);
+      res.once('data', () => {
+        req.destroy();
+        resolve(id);
+      });
+    });
+    req.on('error', () => {});
+    req.end(JSON.stringify({ model: 'gpt-4o', stream: true, messages: [{ role: 'user', content: 'x' }] }));
+    setTimeout(() => reject(new Error('no data')), 5000).unref();
+  });
+  await waitFor('mock to see the abort', () => mock.stats().aborted === 1, 5000);
+  const { request, spans } = await capturedRequest(traceId);
+  assert.equal(request.aborted, 1);
+  assert.equal(spans.find((s) => s.is_root === 1)?.status_code, 'ERROR');
+});
+
+test('requests routed to an Anthropic provider are refused clearly until translation exists', async () => {
+  const r = await post(JSON.stringify({ model: 'claude-sonnet-4-5', messages: [] }));
+  assert.equal(r.status, 400);
+  assert.equal(r.json.error.code, 'unsupported_route');
+});
+
+test('health and metrics', async () => {
+  const h = await fetch(`${gw.url}/healthz`);
+  assert.equal(h.status, 200);
+  const m = await (await fetch(`${gw.url}/metrics`)).text();
+  assert.match(m, /sightline_gateway_requests_total\{status="2xx"\} \d+/);
+  assert.match(m, /sightline_capture_published_total \d+/);
+  assert.match(m, /sightline_capture_dropped_total 0/);
+});
