@@ -1,0 +1,5 @@
+export { Ingester } from './ingester.js';
+export type { IngesterOptions, IngesterStats } from './ingester.js';
+export { startIngester, migrateWithRetry } from './start.js';
+export type { StartIngesterOptions, IngesterHandle } from './start.js';
+export { renderIngesterMetrics } from './metrics.js';

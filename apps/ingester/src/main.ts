@@ -1,0 +1,35 @@
+/**
+ * `npm run start:ingester`: the ingester alone, configured by environment.
+ *   NATS_URL (required), CLICKHOUSE_URL / CLICKHOUSE_USER / CLICKHOUSE_PASSWORD /
+ *   CLICKHOUSE_DATABASE (see env.ts), INGESTER_PORT for /healthz and /metrics (default 8082).
+ */
+import { connectNats, NatsConsumer } from '@sightline/bus';
+import { envInt, instanceId, onShutdown } from '@sightline/core';
+import { startIngester } from './start.js';
+import { storeFromEnv } from '@sightline/store';
+
+function log(msg: string): void {
+  process.stderr.write(`${new Date().toISOString()} ingester ${msg}\n`);
+}
+
+async function main(): Promise<void> {
+  const natsUrl = process.env.NATS_URL;
+  if (natsUrl === undefined || natsUrl === '') throw new Error('NATS_URL is required (e.g. nats://127.0.0.1:4222)');
+  const store = await storeFromEnv();
+  // Wait for NATS as long as it takes to come up the first time, then reconnect forever.
+  const nc = await connectNats(natsUrl, instanceId('ingester'), { waitOnFirstConnect: true });
+  const consumer = await NatsConsumer.open(nc);
+  const handle = await startIngester({ consumer, store, port: envInt('INGESTER_PORT', 8082), host: process.env.INGESTER_HOST || '0.0.0.0', log });
+  log(`consuming from ${natsUrl}, writing to ${store.kind} database ${store.database}; health on ${handle.url}`);
+  onShutdown(async () => {
+    log('shutting down');
+    await handle.close();
+    await consumer.close();
+    await store.close();
+  });
+}
+
+main().catch((e: unknown) => {
+  console.error(e);
+  process.exit(1);
+});

@@ -1,0 +1,78 @@
+/**
+ * Starting an ingester: used by `main.ts` and by the one-command launcher.
+ */
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { BusConsumer } from '@sightline/bus';
+import { migrate, type Store } from '@sightline/store';
+import { Ingester } from './ingester.js';
+import { renderIngesterMetrics } from './metrics.js';
+
+export interface StartIngesterOptions {
+  consumer: BusConsumer;
+  store: Store;
+  /** Port for /healthz and /metrics; null: no HTTP server (the launcher serves its own). */
+  port: number | null;
+  host?: string;
+  /** Apply migrations before consuming. Default true. */
+  migrate?: boolean;
+  log?: (msg: string) => void;
+}
+
+export interface IngesterHandle {
+  ingester: Ingester;
+  app: FastifyInstance | null;
+  url: string;
+  close(): Promise<void>;
+}
+
+/** Applies migrations, retrying while ClickHouse is unreachable (it may start after us). */
+export async function migrateWithRetry(store: Store, log: (msg: string) => void, deadlineMs = 120_000): Promise<void> {
+  const deadline = Date.now() + deadlineMs;
+  let delay = 250;
+  for (;;) {
+    try {
+      const r = await migrate(store);
+      if (r.applied.length > 0) log(`migrations applied: ${r.applied.join(', ')}`);
+      return;
+    } catch (e) {
+      if ((e as { code?: string }).code === 'SL_STORE_MIGRATION' || Date.now() > deadline) throw e;
+      log(`ClickHouse not ready (${(e as Error).message.split('\n')[0]}); retrying`);
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(5_000, delay * 2);
+    }
+  }
+}
+
+export async function startIngester(opts: StartIngesterOptions): Promise<IngesterHandle> {
+  const log = opts.log ?? (() => {});
+  if (opts.migrate !== false) await migrateWithRetry(opts.store, log);
+  const ingester = new Ingester({ consumer: opts.consumer, store: opts.store, log });
+  ingester.start();
+  let app: FastifyInstance | null = null;
+  let url = '';
+  if (opts.port !== null) {
+    app = Fastify({ logger: false });
+    app.get('/healthz', async () => ({ ok: true, ...ingester.stats }));
+    app.get('/metrics', async (_req, reply) => {
+      reply.header('content-type', 'text/plain; version=0.0.4');
+      return renderIngesterMetrics(ingester.stats);
+    });
+    const host = opts.host ?? '0.0.0.0';
+    await app.listen({ port: opts.port, host });
+    const addr = app.server.address();
+    url = `http://127.0.0.1:${typeof addr === 'object' && addr !== null ? addr.port : 0}`;
+  }
+  let closing: Promise<void> | null = null;
+  return {
+    ingester,
+    app,
+    url,
+    close() {
+      closing ??= (async () => {
+        if (app !== null) await app.close();
+        await ingester.stop();
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,20 @@
+/** Query API errors: stable codes, one HTTP status each, body `{"error":{"code","message"}}`. */
+export type QueryErrorCode = 'bad_parameter' | 'not_found' | 'store_unavailable' | 'internal_error';
+
+const STATUS: Record<QueryErrorCode, number> = { bad_parameter: 400, not_found: 404, store_unavailable: 503, internal_error: 500 };
+
+export class QueryError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: QueryErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'QueryError';
+    this.status = STATUS[code];
+  }
+  toJSON(): { error: { code: QueryErrorCode; message: string } } {
+    return { error: { code: this.code, message: this.message } };
+  }
+}

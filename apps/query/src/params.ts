@@ -1,0 +1,36 @@
+/** Parsing and checking of query-string parameters; every failure is a 400 with a message. */
+import { QueryError } from './errors.js';
+
+const TRACE_ID = /^[0-9a-f]{32}$/;
+
+export function traceIdParam(v: string): string {
+  const id = v.toLowerCase();
+  if (!TRACE_ID.test(id)) throw new QueryError('bad_parameter', `trace id must be 32 hexadecimal characters, got "${v.slice(0, 64)}"`);
+  return id;
+}
+
+/**
+ * A point in time: RFC 3339 / ISO 8601 (`2026-11-29T18:00:00Z`), or Unix time in seconds
+ * or milliseconds (told apart by magnitude). Returns Unix nanoseconds.
+ */
+export function timeParam(name: string, v: unknown, fallback: bigint): bigint {
+  if (v === undefined || v === '') return fallback;
+  if (typeof v !== 'string') throw new QueryError('bad_parameter', `${name} must be given once`);
+  if (/^\d{1,16}(\.\d+)?$/.test(v)) {
+    const n = Number(v);
+    const ms = n < 1e11 ? n * 1000 : n;
+    return BigInt(Math.round(ms)) * 1_000_000n;
+  }
+  const ms = Date.parse(v);
+  if (Number.isNaN(ms) || !/^\d{4}-\d{2}-\d{2}/.test(v)) {
+    throw new QueryError('bad_parameter', `${name} must be an RFC 3339 time (2026-11-29T18:00:00Z) or Unix seconds, got "${v.slice(0, 64)}"`);
+  }
+  return BigInt(ms) * 1_000_000n;
+}
+
+export function stringParam(name: string, v: unknown, maxLength = 256): string | null {
+  if (v === undefined || v === '') return null;
+  if (typeof v !== 'string') throw new QueryError('bad_parameter', `${name} must be given once`);
+  if (v.length > maxLength) throw new QueryError('bad_parameter', `${name} is longer than ${maxLength} characters`);
+  return v;
+}

@@ -1,0 +1,202 @@
+/**
+ * The SQL behind the query API. Every value goes through `sql` (store/sql.ts); the same
+ * text runs on ClickHouse 18.16 and on chdb 26.x. Reads use FINAL so a batch written
+ * twice (redelivery) is counted once even before ClickHouse merged it.
+ */
+import { sql, table, SqlFragment, type Store } from '@sightline/store';
+import { STAGES } from '@sightline/core';
+
+type Num = number | string;
+
+interface RequestDbRow {
+  trace_id: string;
+  span_id: string;
+  instance: string;
+  seq: Num;
+  start_time_unix_nano: Num;
+  method: string;
+  route: string;
+  dialect: string;
+  model: string;
+  response_model: string;
+  provider: string;
+  upstream_model: string;
+  team: string;
+  stream: Num;
+  http_status: Num;
+  upstream_status: Num;
+  error_type: string;
+  aborted: Num;
+  total_ns: Num;
+  gateway_ns: Num;
+  upstream_ns: Num;
+  ttfb_ns: Num;
+  ttft_ns: Num;
+  input_tokens: Num;
+  output_tokens: Num;
+  cache_read_tokens: Num;
+  cache_write_tokens: Num;
+  request_bytes: Num;
+  response_bytes: Num;
+}
+
+interface SpanDbRow {
+  span_id: string;
+  parent_span_id: string;
+  name: string;
+  kind: string;
+  is_root: Num;
+  start_time_unix_nano: Num;
+  duration_ns: Num;
+  status_code: string;
+  status_message: string;
+  attr_keys: string[];
+  attr_values: string[];
+}
+
+export interface WaterfallEntry {
+  stage: string;
+  span_id: string;
+  /** Nanoseconds from the request's start to the stage's start. */
+  offset_ns: number;
+  duration_ns: number;
+  offset_ms: number;
+  duration_ms: number;
+  status: string;
+  status_message: string;
+}
+
+export interface RequestView {
+  trace_id: string;
+  span_id: string;
+  parent_span_id: string;
+  instance: string;
+  seq: number;
+  start_time: string;
+  start_time_unix_nano: string;
+  method: string;
+  route: string;
+  dialect: string;
+  model: string;
+  response_model: string;
+  provider: string;
+  upstream_model: string;
+  team: string;
+  stream: boolean;
+  http_status: number;
+  upstream_status: number;
+  error_type: string;
+  aborted: boolean;
+  total_ns: number;
+  gateway_ns: number;
+  upstream_ns: number;
+  ttfb_ns: number;
+  ttft_ns: number;
+  usage: { input_tokens: number; output_tokens: number; cache_read_tokens: number; cache_write_tokens: number };
+  request_bytes: number;
+  response_bytes: number;
+  attributes: Record<string, string>;
+  waterfall: WaterfallEntry[];
+}
+
+const ms = (ns: number) => Math.round(ns / 1000) / 1000;
+
+export async function requestsByTrace(store: Store, traceId: string): Promise<RequestView[]> {
+  const reqT = table(store.database, 'requests');
+  const spanT = table(store.database, 'spans');
+  const [reqs, spans] = await Promise.all([
+    store.query<RequestDbRow>(sql`SELECT * FROM ${reqT} FINAL WHERE trace_id = ${traceId} ORDER BY start_time_unix_nano`),
+    store.query<SpanDbRow>(
+      sql`SELECT span_id, parent_span_id, name, kind, is_root, start_time_unix_nano, duration_ns, status_code, status_message, attr_keys, attr_values FROM ${spanT} FINAL WHERE trace_id = ${traceId} ORDER BY start_time_unix_nano, is_root DESC`,
+    ),
+  ]);
+  return reqs.map((r) => {
+    const start = BigInt(r.start_time_unix_nano);
+    const root = spans.find((s) => s.span_id === r.span_id);
+    const attributes: Record<string, string> = {};
+    if (root !== undefined) root.attr_keys.forEach((k, i) => (attributes[k] = root.attr_values[i] ?? ''));
+    const waterfall = spans
+      .filter((s) => s.parent_span_id === r.span_id && Number(s.is_root) === 0)
+      .map((s): WaterfallEntry => {
+        const offset = Number(BigInt(s.start_time_unix_nano) - start);
+        const duration = Number(s.duration_ns);
+        return { stage: s.name, span_id: s.span_id, offset_ns: offset, duration_ns: duration, offset_ms: ms(offset), duration_ms: ms(duration), status: s.status_code, status_message: s.status_message };
+      });
+    return {
+      trace_id: r.trace_id,
+      span_id: r.span_id,
+      parent_span_id: root?.parent_span_id ?? '',
+      instance: r.instance,
+      seq: Number(r.seq),
+      start_time: new Date(Number(start / 1_000_000n)).toISOString(),
+      start_time_unix_nano: start.toString(),
+      method: r.method,
+      route: r.route,
+      dialect: r.dialect,
+      model: r.model,
+      response_model: r.response_model,
+      provider: r.provider,
+      upstream_model: r.upstream_model,
+      team: r.team,
+      stream: Number(r.stream) === 1,
+      http_status: Number(r.http_status),
+      upstream_status: Number(r.upstream_status),
+      error_type: r.error_type,
+      aborted: Number(r.aborted) === 1,
+      total_ns: Number(r.total_ns),
+      gateway_ns: Number(r.gateway_ns),
+      upstream_ns: Number(r.upstream_ns),
+      ttfb_ns: Number(r.ttfb_ns),
+      ttft_ns: Number(r.ttft_ns),
+      usage: {
+        input_tokens: Number(r.input_tokens),
+        output_tokens: Number(r.output_tokens),
+        cache_read_tokens: Number(r.cache_read_tokens),
+        cache_write_tokens: Number(r.cache_write_tokens),
+      },
+      request_bytes: Number(r.request_bytes),
+      response_bytes: Number(r.response_bytes),
+      attributes,
+      waterfall,
+    };
+  });
+}
+
+export interface StageFilter {
+  fromNs: bigint;
+  toNs: bigint;
+  model: string | null;
+  provider: string | null;
+  team: string | null;
+}
+
+export interface StageStats {
+  stage: string;
+  count: number;
+  p50_ns: number;
+  p95_ns: number;
+  p99_ns: number;
+  p50_ms: number;
+  p95_ms: number;
+  p99_ms: number;
+}
+
+const STAGE_ORDER = new Map<string, number>(STAGES.map((s, i) => [s, i]));
+
+export async function stageStats(store: Store, f: StageFilter): Promise<StageStats[]> {
+  const fromS = Number(f.fromNs / 1_000_000_000n);
+  const toS = Number((f.toNs + 999_999_999n) / 1_000_000_000n);
+  let where = sql`is_root = 0 AND start_time >= toDateTime(${fromS}, 'UTC') AND start_time <= toDateTime(${toS}, 'UTC') AND start_time_unix_nano >= ${f.fromNs} AND start_time_unix_nano < ${f.toNs}`;
+  if (f.model !== null) where += sql` AND model = ${f.model}`;
+  if (f.provider !== null) where += sql` AND provider = ${f.provider}`;
+  if (f.team !== null) where += sql` AND team = ${f.team}`;
+  const rows = await store.query<{ name: string; count: Num; q: Num[] }>(
+    sql`SELECT name, count() AS count, quantilesExact(0.5, 0.95, 0.99)(duration_ns) AS q FROM ${table(store.database, 'spans')} FINAL WHERE ${new SqlFragment(where)} GROUP BY name`,
+  );
+  return rows
+    .map((r) => {
+      const [p50, p95, p99] = r.q.map(Number) as [number, number, number];
+      return { stage: r.name, count: Number(r.count), p50_ns: p50, p95_ns: p95, p99_ns: p99, p50_ms: ms(p50), p95_ms: ms(p95), p99_ms: ms(p99) };
+    })
+    .sort((a, b) => (STAGE_ORDER.get(a.stage) ?? 99) - (STAGE_ORDER.get(b.stage) ?? 99) || a.stage.localeCompare(b.stage));
+}

@@ -1,0 +1,78 @@
+/**
+ * The query API (docs/api.md): per-request waterfalls and per-stage percentiles, read
+ * from ClickHouse.
+ */
+import Fastify, { type FastifyInstance } from 'fastify';
+import { StoreError, type Store } from '@sightline/store';
+import { unixNanoNow } from '@sightline/core';
+import { QueryError } from './errors.js';
+import { stringParam, timeParam, traceIdParam } from './params.js';
+import { requestsByTrace, stageStats } from './queries.js';
+
+export interface QueryServerOptions {
+  store: Store;
+  log?: (msg: string) => void;
+}
+
+export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
+  const { store } = opts;
+  const log = opts.log ?? (() => {});
+  const app = Fastify({ logger: false });
+  let served = 0;
+  let failed = 0;
+
+  app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
+    let qe: QueryError;
+    if (err instanceof QueryError) qe = err;
+    else if (err instanceof StoreError) {
+      log(`store error: ${err.message}`);
+      qe = new QueryError('store_unavailable', 'the data store did not answer; try again', { cause: err });
+    } else if (err.statusCode !== undefined && err.statusCode < 500) qe = new QueryError('bad_parameter', err.message);
+    else {
+      log(`internal error: ${err.stack ?? err.message}`);
+      qe = new QueryError('internal_error', 'internal error');
+    }
+    if (qe.status >= 500) failed++;
+    void reply.code(qe.status).send(qe.toJSON());
+  });
+  app.setNotFoundHandler((req, reply) => {
+    void reply.code(404).send(new QueryError('not_found', `no route for ${req.method} ${(req.raw.url ?? '').split('?', 1)[0]}`).toJSON());
+  });
+  app.addHook('onResponse', async () => {
+    served++;
+  });
+
+  app.get('/healthz', async () => ({ ok: true, store: store.kind, database: store.database }));
+  app.get('/metrics', async (_req, reply) => {
+    reply.header('content-type', 'text/plain; version=0.0.4');
+    return `# HELP sightline_query_requests_total Query API requests served.\n# TYPE sightline_query_requests_total counter\nsightline_query_requests_total ${served}\n# HELP sightline_query_failures_total Query API requests that failed on our side.\n# TYPE sightline_query_failures_total counter\nsightline_query_failures_total ${failed}\n`;
+  });
+
+  app.get<{ Params: { traceId: string } }>('/v1/requests/:traceId', async (req) => {
+    const traceId = traceIdParam(req.params.traceId);
+    const requests = await requestsByTrace(store, traceId);
+    if (requests.length === 0) throw new QueryError('not_found', `no request with trace id ${traceId} (capture reaches the store within seconds; retry shortly if it was just sent)`);
+    return { trace_id: traceId, requests };
+  });
+
+  app.get<{ Querystring: Record<string, unknown> }>('/v1/stages', async (req) => {
+    const q = req.query;
+    const now = unixNanoNow();
+    const toNs = timeParam('to', q.to, now);
+    const fromNs = timeParam('from', q.from, toNs - 3600n * 1_000_000_000n);
+    if (fromNs >= toNs) throw new QueryError('bad_parameter', '`from` must be before `to`');
+    if (toNs - fromNs > 400n * 24n * 3600n * 1_000_000_000n) throw new QueryError('bad_parameter', 'the range from `from` to `to` must be at most 400 days');
+    const filter = { fromNs, toNs, model: stringParam('model', q.model), provider: stringParam('provider', q.provider), team: stringParam('team', q.team) };
+    const stages = await stageStats(store, filter);
+    return {
+      from: new Date(Number(fromNs / 1_000_000n)).toISOString(),
+      to: new Date(Number(toNs / 1_000_000n)).toISOString(),
+      model: filter.model,
+      provider: filter.provider,
+      team: filter.team,
+      stages,
+    };
+  });
+
+  return app;
+}

@@ -1,0 +1,25 @@
+import type { FastifyInstance } from 'fastify';
+import type { Store } from '@sightline/store';
+import { buildQueryServer } from './server.js';
+
+export interface StartQueryOptions {
+  store: Store;
+  port: number;
+  host?: string;
+  log?: (msg: string) => void;
+}
+
+export interface QueryHandle {
+  app: FastifyInstance;
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function startQuery(opts: StartQueryOptions): Promise<QueryHandle> {
+  const app = buildQueryServer({ store: opts.store, log: opts.log });
+  const host = opts.host ?? '0.0.0.0';
+  await app.listen({ port: opts.port, host });
+  const addr = app.server.address();
+  const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
+  return { app, url: `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`, close: () => app.close() };
+}

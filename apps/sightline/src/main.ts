@@ -1,0 +1,78 @@
+/**
+ * `npm start`: the whole product in one process on one machine.
+ *
+ * Gateway, ingester and query API, with embedded stand-ins where no servers are named:
+ * without NATS_URL an in-process bus carries the span batches; without CLICKHOUSE_URL
+ * the in-process ClickHouse engine (chdb) stores them under SIGHTLINE_DATA_DIR (default
+ * ./data). With those variables set, the same command uses the real servers.
+ */
+import { ConfigError, loadConfigFromEnv } from '@sightline/config';
+import { connectNats, MemoryBus, NatsConsumer, ResilientNatsPublisher, type BusConsumer, type BusPublisher } from '@sightline/bus';
+import { envInt, instanceId, onShutdown } from '@sightline/core';
+import { storeFromEnv, dataDir } from '@sightline/store';
+import { startGateway } from '@sightline/app-gateway';
+import { startIngester } from '@sightline/app-ingester';
+import { startQuery } from '@sightline/app-query';
+
+function logger(app: string): (msg: string) => void {
+  return (msg) => process.stderr.write(`${new Date().toISOString()} ${app} ${msg}\n`);
+}
+
+async function main(): Promise<void> {
+  const log = logger('sightline');
+  const config = loadConfigFromEnv();
+  const instance = instanceId('gw');
+  const natsUrl = process.env.NATS_URL;
+
+  let publisher: BusPublisher;
+  let consumer: BusConsumer;
+  let closeBus: () => Promise<void>;
+  if (natsUrl !== undefined && natsUrl !== '') {
+    const pub = new ResilientNatsPublisher(natsUrl, instance);
+    const con = await NatsConsumer.open(await connectNats(natsUrl, `${instance}-ingester`, { waitOnFirstConnect: true }));
+    publisher = pub;
+    consumer = con;
+    closeBus = async () => {
+      await con.close();
+    };
+    log(`bus: NATS JetStream at ${natsUrl}`);
+  } else {
+    const bus = new MemoryBus();
+    // The gateway closes its publisher on shutdown; the in-process bus must outlive it
+    // until the ingester has written what the gateway flushed.
+    publisher = { publish: (d, id) => bus.publish(d, id), close: async () => {} };
+    consumer = bus;
+    closeBus = () => bus.close();
+    log('bus: in-process (set NATS_URL to use NATS JetStream)');
+  }
+
+  const store = await storeFromEnv();
+  log(store.kind === 'chdb' ? `store: in-process ClickHouse (chdb) under ${dataDir()} (set CLICKHOUSE_URL to use a server)` : `store: ClickHouse at ${process.env.CLICKHOUSE_URL}`);
+
+  const ingester = await startIngester({ consumer, store, port: envInt('INGESTER_PORT', 8082), host: config.query.host, log: logger('ingester') });
+  const query = await startQuery({ store, port: config.query.port, host: config.query.host, log: logger('query') });
+  const gateway = await startGateway({ config, publisher, instance, log: logger('gateway'), captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1' });
+  log(`gateway  ${gateway.url}  (OpenAI: POST /v1/chat/completions)`);
+  log(`query    ${query.url}  (GET /v1/requests/{traceId}, GET /v1/stages)`);
+  log(`ingester ${ingester.url}  (/healthz, /metrics)`);
+
+  onShutdown(async () => {
+    log('shutting down');
+    await gateway.close(10_000);
+    // Let the ingester write what the gateway flushed, within a deadline.
+    const deadline = Date.now() + 10_000;
+    if (consumer instanceof MemoryBus) {
+      while (consumer.pending > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    }
+    await ingester.close();
+    await query.close();
+    await closeBus();
+    await store.close();
+  });
+}
+
+main().catch((e: unknown) => {
+  if (e instanceof ConfigError) console.error(`invalid configuration: ${e.message}`);
+  else console.error(e);
+  process.exit(1);
+});

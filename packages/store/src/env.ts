@@ -1,0 +1,30 @@
+/**
+ * The store the apps use, from the environment:
+ *   CLICKHOUSE_URL (e.g. http://127.0.0.1:8123) with CLICKHOUSE_USER, CLICKHOUSE_PASSWORD,
+ *   CLICKHOUSE_DATABASE (default sightline); without CLICKHOUSE_URL, the in-process
+ *   engine (chdb) with data under SIGHTLINE_DATA_DIR (default ./data)/clickhouse.
+ */
+import { mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { ChdbStore, ClickHouseServerStore, type Store } from './store.js';
+
+export function dataDir(): string {
+  const d = process.env.SIGHTLINE_DATA_DIR;
+  return resolve(d !== undefined && d !== '' ? d : 'data');
+}
+
+export async function storeFromEnv(): Promise<Store> {
+  const url = process.env.CLICKHOUSE_URL;
+  const database = process.env.CLICKHOUSE_DATABASE || 'sightline';
+  if (url !== undefined && url !== '') {
+    return new ClickHouseServerStore({
+      url,
+      username: process.env.CLICKHOUSE_USER || undefined,
+      password: process.env.CLICKHOUSE_PASSWORD,
+      database,
+    });
+  }
+  const path = join(dataDir(), 'clickhouse');
+  mkdirSync(path, { recursive: true });
+  return ChdbStore.open({ path, database });
+}
