@@ -4,7 +4,7 @@
  */
 import { test, before, after, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ClickHouseServerStore, ChdbStore, migrate, readMigrations, sql, table, StoreError, type Store } from '@sightline/store';
@@ -60,6 +60,27 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
       assert.equal(String(rows[0]?.duration_ns), '18446744073709551615');
       assert.deepEqual(rows[0]?.attr_values, [nasty]);
       assert.equal(rows[0]?.t, '2025-11-29 18:40:00');
+    });
+
+    test('every example query in docs/schema.md runs and finds the fixture', async () => {
+      const doc = readFileSync(new URL('../../../docs/schema.md', import.meta.url), 'utf8');
+      const queries = [...doc.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1]!.replaceAll('sightline.', `${store.database}.`));
+      assert.ok(queries.length >= 5, `found ${queries.length} queries`);
+      const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+      const nowS = Math.floor(Date.now() / 1000);
+      const ns = `${nowS}000000000`;
+      await store.insert('spans', [
+        { trace_id: traceId, span_id: 'a'.repeat(16), parent_span_id: '', name: 'chat gpt-4o', kind: 'server', is_root: 1, start_time: nowS, start_time_unix_nano: ns, duration_ns: '2000', status_code: 'UNSET', status_message: '', model: 'gpt-4o', provider: 'openai', team: 't', instance: 'gw', attr_keys: [], attr_values: [] },
+        { trace_id: traceId, span_id: 'b'.repeat(16), parent_span_id: 'a'.repeat(16), name: 'parse', kind: 'internal', is_root: 0, start_time: nowS, start_time_unix_nano: ns, duration_ns: '2000', status_code: 'UNSET', status_message: '', model: 'gpt-4o', provider: 'openai', team: 't', instance: 'gw', attr_keys: [], attr_values: [] },
+      ]);
+      await store.insert('requests', [
+        { trace_id: traceId, span_id: 'a'.repeat(16), instance: 'gw', seq: '1', start_time: nowS, start_time_unix_nano: ns, method: 'POST', route: '/v1/chat/completions', dialect: 'openai', model: 'gpt-4o', response_model: 'gpt-4o', provider: 'openai', upstream_model: 'gpt-4o', team: 't', stream: 0, http_status: 200, upstream_status: 200, error_type: '', aborted: 0, total_ns: '2000', gateway_ns: '1000', upstream_ns: '1000', ttfb_ns: '0', ttft_ns: '0', input_tokens: 3, output_tokens: 4, cache_read_tokens: 0, cache_write_tokens: 0, request_bytes: 1, response_bytes: 2 },
+        { trace_id: 'c'.repeat(32), span_id: 'c'.repeat(16), instance: 'gw', seq: '2', start_time: nowS, start_time_unix_nano: ns, method: 'POST', route: '/v1/chat/completions', dialect: 'openai', model: 'nope', response_model: '', provider: '', upstream_model: '', team: 't', stream: 0, http_status: 404, upstream_status: 0, error_type: 'model_not_found', aborted: 0, total_ns: '2000', gateway_ns: '2000', upstream_ns: '0', ttfb_ns: '0', ttft_ns: '0', input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cache_write_tokens: 0, request_bytes: 1, response_bytes: 2 },
+      ]);
+      for (const q of queries) {
+        const rows = await store.query<Record<string, unknown>>(q);
+        assert.ok(rows.length >= 1, `no rows from:\n${q}`);
+      }
     });
 
     test('a bad query is a StoreError, not a crash', async () => {
