@@ -21,6 +21,9 @@ export type GatewayErrorCode =
   | 'upstream_unreachable'
   | 'upstream_timeout'
   | 'upstream_error'
+  | 'upstream_rate_limited'
+  | 'no_healthy_target'
+  | 'translation_failed'
   | 'client_closed'
   | 'internal_error';
 
@@ -45,6 +48,9 @@ const KINDS: Record<GatewayErrorCode, ErrorKind> = {
   upstream_unreachable: { status: 502, openai: 'api_error', anthropic: 'api_error', stage: 'upstream.connect' },
   upstream_timeout: { status: 504, openai: 'api_error', anthropic: 'api_error', stage: 'upstream.wait' },
   upstream_error: { status: 502, openai: 'api_error', anthropic: 'api_error', stage: 'upstream.stream' },
+  upstream_rate_limited: { status: 429, openai: 'rate_limit_error', anthropic: 'rate_limit_error', stage: 'upstream.wait' },
+  no_healthy_target: { status: 503, openai: 'api_error', anthropic: 'overloaded_error', stage: 'route' },
+  translation_failed: { status: 400, openai: 'invalid_request_error', anthropic: 'invalid_request_error', stage: 'translate.request' },
   client_closed: { status: 499, openai: 'api_error', anthropic: 'api_error', stage: null },
   internal_error: { status: 500, openai: 'api_error', anthropic: 'api_error', stage: null },
 };

@@ -1,6 +1,7 @@
 export { buildGateway } from './server.js';
 export type { GatewayOptions } from './server.js';
 export { GatewayError, errorBody } from './errors.js';
+export { GatewayCore } from './server.js';
 export type { GatewayErrorCode } from './errors.js';
 export { startGateway } from './start.js';
 export type { GatewayHandle, StartGatewayOptions } from './start.js';

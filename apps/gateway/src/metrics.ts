@@ -4,6 +4,7 @@
  */
 import { markDiffNs } from '@sightline/core';
 import type { Capture, RequestRecord } from '@sightline/capture';
+import type { Breaker } from './breaker.js';
 
 /** Upper bounds of the latency histograms, in seconds. */
 const BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -37,7 +38,10 @@ export class Metrics {
   readonly #gateway = new Histogram();
   aborted = 0;
 
-  constructor(readonly capture: Capture | null) {}
+  constructor(
+    readonly capture: Capture | null,
+    readonly breakers: readonly Breaker[] = [],
+  ) {}
 
   observe(r: RequestRecord): void {
     const cls = r.status === 0 ? 'unknown' : `${Math.floor(r.status / 100)}xx`;
@@ -55,6 +59,12 @@ export class Metrics {
     out += `# HELP sightline_gateway_requests_aborted_total Requests whose client went away first.\n# TYPE sightline_gateway_requests_aborted_total counter\nsightline_gateway_requests_aborted_total ${this.aborted}\n`;
     out += this.#total.render('sightline_gateway_request_duration_seconds', 'Time from request headers to the end of the response.');
     out += this.#gateway.render('sightline_gateway_own_duration_seconds', 'Request time minus time waiting on the provider.');
+    if (this.breakers.length > 0) {
+      out += '# HELP sightline_gateway_breaker_open Whether a target\'s circuit breaker is open (1) or half-open (0.5).\n# TYPE sightline_gateway_breaker_open gauge\n';
+      for (const b of this.breakers) out += `sightline_gateway_breaker_open{target="${b.name}"} ${b.state === 'open' ? 1 : b.state === 'half-open' ? 0.5 : 0}\n`;
+      out += '# HELP sightline_gateway_breaker_opens_total Times a target\'s circuit breaker opened.\n# TYPE sightline_gateway_breaker_opens_total counter\n';
+      for (const b of this.breakers) out += `sightline_gateway_breaker_opens_total{target="${b.name}"} ${b.opens}\n`;
+    }
     const c = this.capture;
     if (c !== null) {
       const s = c.stats;

@@ -3,23 +3,50 @@
  *
  * Per request: one RequestRecord (fixed shape, declared up front with
  * decorateRequest), one close listener that hands it to capture once the response is
- * over, and stage marks written as numbers. Routes, headers and pools are prepared at
- * start-up. Capture never runs before the response is complete.
+ * over, and stage marks written as numbers. Routes, headers, pools and breakers are
+ * prepared once at start-up, in GatewayCore, and shared by the HTTP/1.1 and the HTTP/2
+ * listeners. Capture never runs before the response is complete.
  */
-import type { IncomingMessage, ServerResponse, OutgoingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import type { Pool } from 'undici';
 import { now, newTraceId, newSpanId, parseTraceparent } from '@sightline/core';
 import { RequestRecord, type Capture, type Dialect } from '@sightline/capture';
-import { Router, type Config, type ProviderConfig } from '@sightline/config';
+import { Router, type Config } from '@sightline/config';
 import { GatewayError, errorBody } from './errors.js';
-import { createPool, UpstreamCall } from './upstream.js';
+import { prepareRoutes, targetOrder, Upstream, type PreparedRoute, type Target } from './providers.js';
+import { Exchange, type ClientResponse, type PreparedRequest } from './exchange.js';
+import { passthroughRelay } from './relay.js';
 import { Metrics } from './metrics.js';
+import { validateAnthropic, validateOpenAI } from './validate.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     sl: RequestRecord | null;
-    call: UpstreamCall | null;
+    exchange: Exchange | null;
+  }
+}
+
+/** State shared by every listener of one gateway process. */
+export class GatewayCore {
+  readonly router: Router;
+  readonly upstreams = new Map<string, Upstream>();
+  readonly routes: Map<import('@sightline/config').RouteConfig, PreparedRoute>;
+  readonly metrics: Metrics;
+  seq = 0;
+
+  constructor(
+    readonly config: Config,
+    readonly capture: Capture | null,
+    readonly instance: string,
+  ) {
+    this.router = new Router(config.routes);
+    for (const p of config.providers.values()) this.upstreams.set(p.name, new Upstream(p));
+    this.routes = prepareRoutes(config.routes, this.upstreams, config.breaker);
+    this.metrics = new Metrics(capture, [...this.routes.values()].flatMap((r) => r.targets.map((t) => t.breaker)));
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.upstreams.values()].map((u) => u.pool.close()));
   }
 }
 
@@ -31,55 +58,35 @@ export interface GatewayOptions {
   instance: string;
 }
 
-interface Upstream {
-  provider: ProviderConfig;
-  pool: Pool;
-  chatPath: string;
-  /** Headers sent with every request to this provider, built once. */
-  headers: Record<string, string>;
+const JSON_HEADERS = { 'content-type': 'application/json' } as const;
+
+function dialectOfUrl(url: string): Dialect {
+  return url.startsWith('/v1/messages') ? 'anthropic' : 'openai';
 }
 
-/** Client request headers forwarded to OpenAI-compatible providers. */
-const FORWARD_OPENAI = ['openai-organization', 'openai-project', 'openai-beta'] as const;
-
-const JSON_HEADERS: OutgoingHttpHeaders = { 'content-type': 'application/json' };
-
-export function buildGateway(opts: GatewayOptions): FastifyInstance {
-  const { config, capture, instance } = opts;
-  const router = new Router(config.routes);
-  const metrics = new Metrics(capture);
-  const upstreams = new Map<string, Upstream>();
-  for (const p of config.providers.values()) {
-    const headers: Record<string, string> = { 'content-type': 'application/json', ...p.headers };
-    if (p.apiKey !== '') {
-      if (p.type === 'anthropic') headers['x-api-key'] = p.apiKey;
-      else headers.authorization = `Bearer ${p.apiKey}`;
-    }
-    upstreams.set(p.name, { provider: p, pool: createPool(p), chatPath: `${p.basePath}/chat/completions`, headers });
-  }
+/** Builds one listener (HTTP/1.1, or HTTP/2 cleartext with `http2`) over a shared core. */
+export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = {}): FastifyInstance {
+  const { config, capture, instance, metrics } = core;
   const teamHeader = config.gateway.teamHeader;
-  let seq = 0;
 
-  const app = Fastify({
-    logger: false,
-    bodyLimit: config.gateway.bodyLimitBytes,
-    keepAliveTimeout: 72_000,
-    requestIdHeader: false,
-    return503OnClosing: true,
-    forceCloseConnections: 'idle',
-  });
+  const app = (
+    listener.http2 === true
+      ? Fastify({ logger: false, http2: true, bodyLimit: config.gateway.bodyLimitBytes, requestIdHeader: false, return503OnClosing: true })
+      : Fastify({ logger: false, bodyLimit: config.gateway.bodyLimitBytes, keepAliveTimeout: 72_000, requestIdHeader: false, return503OnClosing: true, forceCloseConnections: 'idle' })
+  ) as unknown as FastifyInstance;
   app.decorateRequest('sl', null);
-  app.decorateRequest('call', null);
+  app.decorateRequest('exchange', null);
 
   app.addHook('onRequest', (req, reply, done) => {
     const url = req.raw.url ?? '';
-    if (!url.startsWith('/v1/')) return done();
+    if (!url.startsWith('/v1/') || url.startsWith('/v1/models')) return done();
     const rec = new RequestRecord();
     rec.t0 = now();
-    rec.seq = ++seq;
+    rec.seq = ++core.seq;
     rec.method = req.raw.method ?? '';
     rec.route = url.length > 200 ? url.slice(0, 200) : url.split('?', 1)[0]!;
-    const tp = parseTraceparent(headerValue(req.raw, 'traceparent'));
+    rec.dialect = dialectOfUrl(url);
+    const tp = parseTraceparent(one(req.headers.traceparent));
     if (tp !== null) {
       rec.traceId = tp.traceId;
       rec.parentSpanId = tp.parentSpanId;
@@ -95,8 +102,8 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
       if (!res.writableFinished) {
         rec.aborted = true;
         if (rec.status === 0) rec.status = 499;
-        const call = req.call;
-        if (call !== null) call.abort('client closed the connection');
+        const ex = req.exchange;
+        if (ex !== null) ex.clientGone();
       }
       metrics.observe(rec);
       if (capture !== null) capture.record(rec);
@@ -105,7 +112,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   });
 
   // Bodies are read as bytes: same-dialect traffic is forwarded as it came, and JSON is
-  // parsed by the route so that a parse failure is the `parse` stage's, in OpenAI's shape.
+  // parsed by the route so a parse failure is the `parse` stage's, in the client's dialect.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (req, body, done) => {
     const rec = req.sl;
@@ -123,11 +130,11 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     else if (err.statusCode === 415) ge = new GatewayError('unsupported_media_type', err.message);
     else if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) ge = new GatewayError('invalid_request', err.message);
     else ge = new GatewayError('internal_error', 'internal error in the gateway', null, { cause: err });
-    sendError(req, reply, ge, 'openai');
+    sendError(req, reply, ge);
   });
 
   app.setNotFoundHandler((req, reply) => {
-    sendError(req, reply, new GatewayError('route_not_found', `no route for ${req.method} ${(req.raw.url ?? '').split('?', 1)[0]}`), 'openai');
+    sendError(req, reply, new GatewayError('route_not_found', `no route for ${req.method} ${(req.raw.url ?? '').split('?', 1)[0]}`));
   });
 
   app.get('/healthz', async () => ({ ok: true, instance }));
@@ -136,86 +143,68 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     return metrics.render();
   });
 
-  app.post('/v1/chat/completions', (req, reply) => {
+  app.get('/v1/models', async (req) => {
+    const ids = core.router.exactModels();
+    if (one(req.headers['anthropic-version']) !== undefined) {
+      const data = ids.map((id) => ({ type: 'model', id, display_name: id, created_at: '1970-01-01T00:00:00Z' }));
+      return { data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
+    }
+    return {
+      object: 'list',
+      data: ids.map((id) => ({ id, object: 'model', created: 0, owned_by: core.router.match(id)?.route.targets[0]?.provider.name ?? 'sightline' })),
+    };
+  });
+
+  app.post('/v1/chat/completions', (req, reply) => handle(req, reply, 'openai'));
+  app.post('/v1/messages', (req, reply) => handle(req, reply, 'anthropic'));
+
+  return app;
+
+  function handle(req: FastifyRequest, reply: FastifyReply, dialect: Dialect): void {
     const rec = req.sl!;
-    rec.dialect = 'openai';
     const raw = req.body as Buffer | undefined;
     if (rec.tBody === 0) rec.tBody = now(); // no body at all
 
     // parse
     let body: Record<string, unknown>;
     try {
-      body = parseChatBody(raw);
+      body = dialect === 'openai' ? validateOpenAI(raw) : validateAnthropic(raw);
     } catch (e) {
-      return sendError(req, reply, e as GatewayError, 'openai');
+      return sendError(req, reply, e as GatewayError);
     }
     rec.model = body.model as string;
     rec.stream = body.stream === true;
     rec.tParsed = now();
 
     // auth: the caller's team; upstream credentials are the provider's or the caller's.
-    const team = headerValue(req.raw, teamHeader);
+    const team = one(req.headers[teamHeader]);
     rec.team = team === undefined || team === '' ? 'default' : team.length > 128 ? team.slice(0, 128) : team;
     rec.tAuth = now();
 
     // route
-    const match = router.match(rec.model);
+    const match = core.router.match(rec.model);
     if (match === null) {
-      return sendError(req, reply, new GatewayError('model_not_found', `The model \`${rec.model}\` is not served by this gateway: no route matches it.`, 'model'), 'openai');
+      const msg = `The model \`${rec.model}\` is not served by this gateway: no route matches it.`;
+      return sendError(req, reply, new GatewayError('model_not_found', msg, 'model'));
     }
-    const up = upstreams.get(match.provider.name)!;
-    rec.provider = up.provider.name;
-    rec.upstreamModel = match.upstreamModel;
-    rec.upstreamHost = up.provider.origin;
-    if (up.provider.type === 'anthropic') {
-      return sendError(
-        req,
-        reply,
-        new GatewayError('unsupported_route', `The model \`${rec.model}\` routes to the Anthropic provider "${up.provider.name}"; translating OpenAI requests to Anthropic is not available yet.`, 'model'),
-        'openai',
-      );
-    }
+    const route = core.routes.get(match.route)!;
+    const order = targetOrder(route, Math.random());
     rec.tRouted = now();
 
-    // translate.request: same dialect, so the body goes as it came unless the model is renamed.
-    let upstreamBody: Buffer = raw!;
-    if (match.upstreamModel !== rec.model) {
-      body.model = match.upstreamModel;
-      upstreamBody = Buffer.from(JSON.stringify(body));
-    }
-    const headers: Record<string, string> = { ...up.headers, traceparent: `00-${rec.traceId}-${rec.rootSpanId}-01` };
-    if (up.provider.apiKey === '') {
-      const auth = headerValue(req.raw, 'authorization');
-      if (auth !== undefined) headers.authorization = auth;
-    }
-    for (const h of FORWARD_OPENAI) {
-      const v = headerValue(req.raw, h);
-      if (v !== undefined) headers[h] = v;
-    }
-    rec.tBuilt = now();
-
+    // translate.request and the upstream attempts
+    const traceparent = `00-${rec.traceId}-${rec.rootSpanId}-01`;
+    const headers = req.headers;
+    const prepare = (target: Target): PreparedRequest => prepareFor(target, dialect, body, raw!, headers, traceparent, rec);
     reply.hijack();
-    const call = new UpstreamCall(rec, reply.raw, {}, failUpstream);
-    req.call = call;
-    up.pool.dispatch(
-      {
-        path: up.chatPath,
-        method: 'POST',
-        headers,
-        body: upstreamBody,
-      },
-      call,
-    );
-  });
+    const res = reply.raw as unknown as ClientResponse;
+    const ex = new Exchange(rec, res, route, order, prepare, (err) => failRaw(rec, res, err));
+    req.exchange = ex;
+    ex.start();
+  }
 
-  app.addHook('onClose', async () => {
-    await Promise.all([...upstreams.values()].map((u) => u.pool.close()));
-  });
-
-  return app;
-
-  function sendError(req: FastifyRequest, reply: FastifyReply, err: GatewayError, dialect: Dialect): void {
+  function sendError(req: FastifyRequest, reply: FastifyReply, err: GatewayError): void {
     const rec = req.sl;
+    const dialect = rec?.dialect ?? dialectOfUrl(req.raw.url ?? '');
     if (rec !== null) {
       rec.status = err.status;
       rec.errorType = err.code;
@@ -226,45 +215,49 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     }
     reply.code(err.status).headers(JSON_HEADERS).send(errorBody(err, dialect));
   }
-
-  function failUpstream(rec: RequestRecord, res: ServerResponse, err: GatewayError): void {
-    rec.status = err.status;
-    rec.errorType = err.code;
-    rec.errorMessage = err.message;
-    if (rec.failedStage === null) rec.failedStage = err.stage;
-    rec.tEnd = now();
-    if (rec.tFirstWrite === 0) rec.tFirstWrite = rec.tEnd;
-    if (res.headersSent || res.destroyed) return;
-    const body = errorBody(err, rec.dialect);
-    res.writeHead(err.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
-    res.end(body);
-  }
 }
 
-function headerValue(req: IncomingMessage, name: string): string | undefined {
-  const v = req.headers[name];
+function failRaw(rec: RequestRecord, res: ClientResponse, err: GatewayError): void {
+  rec.status = err.status;
+  rec.errorType = err.code;
+  rec.errorMessage = err.message;
+  if (rec.failedStage === null) rec.failedStage = err.stage;
+  rec.tEnd = now();
+  if (rec.tFirstWrite === 0) rec.tFirstWrite = rec.tEnd;
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const body = errorBody(err, rec.dialect);
+  res.writeHead(err.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+/** Builds the upstream request for one target: passthrough in the same dialect. */
+function prepareFor(
+  target: Target,
+  dialect: Dialect,
+  body: Record<string, unknown>,
+  raw: Buffer,
+  clientHeaders: IncomingHttpHeaders,
+  traceparent: string,
+  rec: RequestRecord,
+): PreparedRequest {
+  const up = target.upstream;
+  const upstreamModel = target.model ?? rec.model;
+  if (up.dialect !== dialect) {
+    throw new GatewayError(
+      'unsupported_route',
+      `The model \`${rec.model}\` routes to the ${up.dialect === 'anthropic' ? 'Anthropic' : 'OpenAI-compatible'} provider "${up.config.name}"; translating between the two APIs is not available yet.`,
+      'model',
+    );
+  }
+  let out = raw;
+  // Azure takes the deployment from the path; the body's model is left as the client sent it.
+  if (upstreamModel !== rec.model && up.config.type !== 'azure') out = Buffer.from(JSON.stringify({ ...body, model: upstreamModel }));
+  return { path: up.path(upstreamModel), headers: up.headers(clientHeaders, dialect, traceparent), body: out, relay: passthroughRelay, upstreamModel };
+}
+
+function one(v: string | string[] | undefined): string | undefined {
   return Array.isArray(v) ? v[0] : v;
-}
-
-/** Validates the parts of a chat completion request the gateway relies on. */
-function parseChatBody(raw: Buffer | undefined): Record<string, unknown> {
-  if (raw === undefined || raw.length === 0) {
-    throw new GatewayError('invalid_json', 'The request body is empty; send a JSON object with `model` and `messages`.');
-  }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(raw.toString('utf8'));
-  } catch (e) {
-    throw new GatewayError('invalid_json', `The request body is not valid JSON: ${(e as Error).message}`);
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    throw new GatewayError('invalid_request', 'The request body must be a JSON object.');
-  }
-  const body = parsed as Record<string, unknown>;
-  if (body.model === undefined) throw new GatewayError('invalid_request', 'Missing required parameter: `model`.', 'model');
-  if (typeof body.model !== 'string' || body.model === '') throw new GatewayError('invalid_request', '`model` must be a non-empty string.', 'model');
-  if (body.messages === undefined) throw new GatewayError('invalid_request', 'Missing required parameter: `messages`.', 'messages');
-  if (!Array.isArray(body.messages)) throw new GatewayError('invalid_request', '`messages` must be an array.', 'messages');
-  if (body.stream !== undefined && typeof body.stream !== 'boolean') throw new GatewayError('invalid_request', '`stream` must be a boolean.', 'stream');
-  return body;
 }

@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { Capture } from '@sightline/capture';
 import type { BusPublisher } from '@sightline/bus';
 import type { Config } from '@sightline/config';
-import { buildGateway } from './server.js';
+import { buildGateway, GatewayCore } from './server.js';
 
 export interface StartGatewayOptions {
   config: Config;
@@ -19,16 +19,28 @@ export interface StartGatewayOptions {
   captureOff?: boolean;
   /** Override the configured port (0: any free port). */
   port?: number;
+  /** Override the configured HTTP/2 cleartext port (null: none). */
+  h2cPort?: number | null;
   host?: string;
   log?: (msg: string) => void;
 }
 
 export interface GatewayHandle {
   app: FastifyInstance;
+  /** The HTTP/2 cleartext listener, when configured. */
+  h2c: FastifyInstance | null;
+  core: GatewayCore;
   capture: Capture | null;
   url: string;
+  h2cUrl: string | null;
   /** Stops accepting, finishes in-flight requests, flushes capture; once. */
   close(deadlineMs?: number): Promise<void>;
+}
+
+function urlOf(app: FastifyInstance, host: string): string {
+  const addr = app.server.address();
+  const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
+  return `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`;
 }
 
 export async function startGateway(opts: StartGatewayOptions): Promise<GatewayHandle> {
@@ -42,21 +54,29 @@ export async function startGateway(opts: StartGatewayOptions): Promise<GatewayHa
         onError: (e) => log(`capture: ${e instanceof Error ? e.message : String(e)}`),
       })
     : null;
-  const app = buildGateway({ config: opts.config, capture, instance: opts.instance });
+  const core = new GatewayCore(opts.config, capture, opts.instance);
+  const app = buildGateway(core);
   const host = opts.host ?? opts.config.gateway.host;
   await app.listen({ port: opts.port ?? opts.config.gateway.port, host });
-  const addr = app.server.address();
-  const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-  const url = `http://${host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`;
+  const h2cPort = opts.h2cPort !== undefined ? opts.h2cPort : opts.config.gateway.h2cPort;
+  let h2c: FastifyInstance | null = null;
+  if (h2cPort !== null) {
+    h2c = buildGateway(core, { http2: true });
+    await h2c.listen({ port: h2cPort, host });
+  }
   let closing: Promise<void> | null = null;
   return {
     app,
+    h2c,
+    core,
     capture,
-    url,
+    url: urlOf(app, host),
+    h2cUrl: h2c === null ? null : urlOf(h2c, host),
     close(deadlineMs = 10_000) {
       closing ??= (async () => {
         const deadline = Date.now() + deadlineMs;
-        await app.close();
+        await Promise.all([app.close(), h2c?.close()]);
+        await core.close();
         if (capture !== null) {
           const left = await capture.close(Math.max(0, deadline - Date.now()));
           if (left > 0) log(`capture: ${left} requests were not published before the shutdown deadline`);

@@ -4,7 +4,7 @@
  * twice (redelivery) is counted once even before ClickHouse merged it.
  */
 import { sql, table, SqlFragment, type Store } from '@sightline/store';
-import { STAGES } from '@sightline/core';
+import { ATTEMPT_SPAN, STAGES } from '@sightline/core';
 
 type Num = number | string;
 
@@ -66,6 +66,20 @@ export interface WaterfallEntry {
   status_message: string;
 }
 
+export interface AttemptView {
+  attempt: number;
+  span_id: string;
+  provider: string;
+  model: string;
+  status: number;
+  error_type: string;
+  offset_ns: number;
+  duration_ns: number;
+  offset_ms: number;
+  duration_ms: number;
+  ok: boolean;
+}
+
 export interface RequestView {
   trace_id: string;
   span_id: string;
@@ -97,6 +111,16 @@ export interface RequestView {
   response_bytes: number;
   attributes: Record<string, string>;
   waterfall: WaterfallEntry[];
+  /** Every upstream attempt, in order (retries and fallbacks included). */
+  attempts: AttemptView[];
+}
+
+const STAGE_SET: ReadonlySet<string> = new Set(STAGES);
+
+function attrMap(s: SpanDbRow): Record<string, string> {
+  const m: Record<string, string> = {};
+  s.attr_keys.forEach((k, i) => (m[k] = s.attr_values[i] ?? ''));
+  return m;
 }
 
 const ms = (ns: number) => Math.round(ns / 1000) / 1000;
@@ -113,10 +137,31 @@ export async function requestsByTrace(store: Store, traceId: string): Promise<Re
   return reqs.map((r) => {
     const start = BigInt(r.start_time_unix_nano);
     const root = spans.find((s) => s.span_id === r.span_id);
-    const attributes: Record<string, string> = {};
-    if (root !== undefined) root.attr_keys.forEach((k, i) => (attributes[k] = root.attr_values[i] ?? ''));
-    const waterfall = spans
-      .filter((s) => s.parent_span_id === r.span_id && Number(s.is_root) === 0)
+    const attributes: Record<string, string> = root === undefined ? {} : attrMap(root);
+    const children = spans.filter((s) => s.parent_span_id === r.span_id && Number(s.is_root) === 0);
+    const attempts = children
+      .filter((s) => s.name === ATTEMPT_SPAN)
+      .map((s): AttemptView => {
+        const a = attrMap(s);
+        const offset = Number(BigInt(s.start_time_unix_nano) - start);
+        const duration = Number(s.duration_ns);
+        return {
+          attempt: Number(a['sightline.attempt'] ?? 0),
+          span_id: s.span_id,
+          provider: a['gen_ai.provider.name'] ?? '',
+          model: a['gen_ai.request.model'] ?? '',
+          status: Number(a['http.response.status_code'] ?? 0),
+          error_type: a['error.type'] ?? '',
+          offset_ns: offset,
+          duration_ns: duration,
+          offset_ms: ms(offset),
+          duration_ms: ms(duration),
+          ok: s.status_code !== 'ERROR',
+        };
+      })
+      .sort((x, y) => x.attempt - y.attempt);
+    const waterfall = children
+      .filter((s) => STAGE_SET.has(s.name))
       .map((s): WaterfallEntry => {
         const offset = Number(BigInt(s.start_time_unix_nano) - start);
         const duration = Number(s.duration_ns);
@@ -158,6 +203,7 @@ export async function requestsByTrace(store: Store, traceId: string): Promise<Re
       response_bytes: Number(r.response_bytes),
       attributes,
       waterfall,
+      attempts,
     };
   });
 }
@@ -186,7 +232,7 @@ const STAGE_ORDER = new Map<string, number>(STAGES.map((s, i) => [s, i]));
 export async function stageStats(store: Store, f: StageFilter): Promise<StageStats[]> {
   const fromS = Number(f.fromNs / 1_000_000_000n);
   const toS = Number((f.toNs + 999_999_999n) / 1_000_000_000n);
-  let where = sql`is_root = 0 AND start_time >= toDateTime(${fromS}, 'UTC') AND start_time <= toDateTime(${toS}, 'UTC') AND start_time_unix_nano >= ${f.fromNs} AND start_time_unix_nano < ${f.toNs}`;
+  let where = sql`is_root = 0 AND has(${STAGES}, name) AND start_time >= toDateTime(${fromS}, 'UTC') AND start_time <= toDateTime(${toS}, 'UTC') AND start_time_unix_nano >= ${f.fromNs} AND start_time_unix_nano < ${f.toNs}`;
   if (f.model !== null) where += sql` AND model = ${f.model}`;
   if (f.provider !== null) where += sql` AND provider = ${f.provider}`;
   if (f.team !== null) where += sql` AND team = ${f.team}`;

@@ -1,5 +1,5 @@
 export { RequestRecord, keepResponseChunk, RESPONSE_KEEP_BYTES } from './record.js';
-export type { Dialect } from './record.js';
+export type { Dialect, AttemptInfo } from './record.js';
 export { SpanBuilder, stageIntervals } from './spans.js';
 export type { BuiltRequest, StageInterval, SpanBuilderOptions } from './spans.js';
 export { extractUsage, hasTokenDelta } from './usage.js';

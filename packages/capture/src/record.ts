@@ -11,6 +11,19 @@ import type { StageName } from '@sightline/core';
 
 export type Dialect = 'openai' | 'anthropic';
 
+/** One upstream attempt that did not become the response (retried or fallen back from). */
+export interface AttemptInfo {
+  provider: string;
+  model: string;
+  upstreamHost: string;
+  start: number;
+  end: number;
+  /** Provider status, 0 when none arrived. */
+  status: number;
+  errorType: string;
+  errorMessage: string;
+}
+
 export class RequestRecord {
   /** Per-instance request number, from 1: lets readers tell a gap from a quiet minute. */
   seq = 0;
@@ -33,6 +46,8 @@ export class RequestRecord {
   tRouted = 0;
   /** Upstream request built (headers, body). */
   tBuilt = 0;
+  /** Start of the final upstream attempt, when earlier attempts failed (else 0). */
+  tAttempt = 0;
   /** A socket was ready and the request was handed to it (undici onConnect). */
   tConnected = 0;
   /** Request fully written upstream. */
@@ -54,6 +69,10 @@ export class RequestRecord {
   newConnection = false;
   /** The stage in which the request failed, when it failed. */
   failedStage: StageName | null = null;
+  /** Attempts before the final one (retries, fallbacks); null when the first attempt was the last. */
+  attempts: AttemptInfo[] | null = null;
+  /** The stream was cut short (client left or provider failed); usage counts what was seen. */
+  partial = false;
 
   method = '';
   route = '';

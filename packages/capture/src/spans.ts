@@ -17,7 +17,7 @@ import {
   type ReadableSpan,
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
-import { markDiffNs, markToUnixNano, type RequestRow, type SpanRow, type SpanStatus, type StageName } from '@sightline/core';
+import { ATTEMPT_SPAN, markDiffNs, markToUnixNano, type RequestRow, type SpanRow, type SpanStatus, type StageName } from '@sightline/core';
 import type { RequestRecord } from './record.js';
 import { extractUsage } from './usage.js';
 
@@ -70,6 +70,7 @@ const STAGE_MARKS: readonly StageMark[] = [
   { name: 'auth', end: (r) => r.tAuth },
   { name: 'route', end: (r) => r.tRouted },
   { name: 'translate.request', end: (r) => r.tBuilt },
+  { name: 'upstream.retry', end: (r) => (r.tAttempt > 0 ? r.tAttempt : -1) },
   { name: 'upstream.connect', end: (r) => (r.newConnection ? r.tConnected : -1) },
   { name: 'upstream.send', end: (r) => r.tSent },
   { name: 'upstream.wait', end: (r) => r.tFirstByte },
@@ -107,6 +108,13 @@ export function stageIntervals(r: RequestRecord): StageInterval[] {
     prev = end;
   }
   return out;
+}
+
+function attemptAttrs(n: number, provider: string, model: string, host: string, status: number, errorType: string): Attributes {
+  const a: Attributes = { 'sightline.attempt': n, 'gen_ai.provider.name': provider, 'gen_ai.request.model': model, 'server.address': host };
+  if (status > 0) a['http.response.status_code'] = status;
+  if (errorType !== '') a['error.type'] = errorType;
+  return a;
 }
 
 export interface BuiltRequest {
@@ -178,6 +186,8 @@ export class SpanBuilder {
     }
     if (r.errorType !== '') rootAttrs['error.type'] = r.errorType;
     if (r.aborted) rootAttrs['sightline.aborted'] = true;
+    if (r.partial) rootAttrs['sightline.usage.partial'] = true;
+    if (r.attempts !== null) rootAttrs['sightline.attempts'] = r.attempts.length + 1;
 
     const root = this.#tracer.startSpan(`${operation} ${r.model === '' ? 'unknown' : r.model}`, { kind: SpanKind.SERVER, startTime: hr(r.t0), attributes: rootAttrs }, parent);
     if (r.status >= 500 || r.aborted) root.setStatus({ code: SpanStatusCode.ERROR, message: r.aborted ? 'client aborted' : r.errorMessage });
@@ -187,6 +197,22 @@ export class SpanBuilder {
       const span = this.#tracer.startSpan(s.name, { kind: isUpstream ? SpanKind.CLIENT : SpanKind.INTERNAL, startTime: hr(s.start) }, rootCtx);
       if (s.failed) span.setStatus({ code: SpanStatusCode.ERROR, message: r.aborted ? 'client aborted' : r.errorMessage });
       span.end(hr(s.end));
+    }
+    // One span per upstream attempt, beside the stages: the failed ones first, then the final one.
+    let n = 0;
+    if (r.attempts !== null) {
+      for (const a of r.attempts) {
+        const span = this.#tracer.startSpan(ATTEMPT_SPAN, { kind: SpanKind.CLIENT, startTime: hr(a.start), attributes: attemptAttrs(++n, a.provider, a.model, a.upstreamHost, a.status, a.errorType) }, rootCtx);
+        span.setStatus({ code: SpanStatusCode.ERROR, message: a.errorMessage });
+        span.end(hr(a.end));
+      }
+    }
+    const finalStart = r.tAttempt > 0 ? r.tAttempt : r.tBuilt;
+    if (finalStart > 0 && r.provider !== '') {
+      const end = r.tLastByte > 0 ? r.tLastByte : r.tEnd > 0 ? r.tEnd : r.tFinish;
+      const span = this.#tracer.startSpan(ATTEMPT_SPAN, { kind: SpanKind.CLIENT, startTime: hr(finalStart), attributes: attemptAttrs(++n, r.provider, r.upstreamModel, r.upstreamHost, r.upstreamStatus, r.tFirstByte === 0 ? r.errorType : '') }, rootCtx);
+      if (r.upstreamStatus >= 500 || (r.upstreamStatus === 0 && r.errorType !== '')) span.setStatus({ code: SpanStatusCode.ERROR, message: r.errorMessage });
+      span.end(hr(Math.max(end, finalStart)));
     }
     root.end(hr(r.tFinish));
 

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { RequestRecord, SpanBuilder, stageIntervals, extractUsage, hasTokenDelta, keepResponseChunk, Capture, RESPONSE_KEEP_BYTES } from '@sightline/capture';
 import { MemoryBus, type BusPublisher } from '@sightline/bus';
-import { newTraceId, now, type CaptureBatch } from '@sightline/core';
+import { newTraceId, now, STAGES, ATTEMPT_SPAN, type CaptureBatch } from '@sightline/core';
 import type { CaptureConfig } from '@sightline/config';
 
 function fullRecord(): RequestRecord {
@@ -129,8 +129,13 @@ test('span builder: one root and one child per stage, ids and timings consistent
   assert.equal(root.parent_span_id, '');
   assert.equal(root.name, 'chat gpt-4o');
   assert.equal(request.span_id, root.span_id);
-  const children = spans.filter((s) => s.is_root === 0);
+  const stageNames: readonly string[] = STAGES;
+  const children = spans.filter((s) => stageNames.includes(s.name));
   assert.equal(children.length, 10);
+  const attempts = spans.filter((s) => s.name === ATTEMPT_SPAN);
+  assert.equal(attempts.length, 1);
+  assert.equal(attempts[0]!.parent_span_id, root.span_id);
+  assert.equal(spans.length, 12);
   assert.ok(children.every((c) => c.parent_span_id === root.span_id && c.trace_id === r.traceId));
   const sum = children.reduce((a, c) => a + BigInt(c.duration_ns), 0n);
   assert.equal(sum, BigInt(root.duration_ns));
@@ -177,7 +182,7 @@ test('capture batches records and publishes each batch once with a message id', 
   const batches = msgs.map((m) => JSON.parse(Buffer.from(m.data).toString()) as CaptureBatch);
   assert.deepEqual(batches.map((b) => b.requests.length), [10, 10, 5]);
   assert.deepEqual(msgs.map((m) => m.msgId), ['gw-a/1', 'gw-a/2', 'gw-a/3']);
-  assert.equal(batches.reduce((a, b) => a + b.spans.length, 0), 25 * 11);
+  assert.equal(batches.reduce((a, b) => a + b.spans.length, 0), 25 * 12); // root, 10 stages, 1 attempt
 });
 
 test('a failing publisher is retried until it succeeds; nothing is lost', async () => {

@@ -4,9 +4,9 @@ import { fileURLToPath } from 'node:url';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { ConfigError } from './errors.js';
 import { expandEnv, MissingEnvError, type EnvLookup } from './env.js';
-import type { CaptureConfig, Config, ProviderConfig, ProviderType, RouteConfig } from './types.js';
+import type { BreakerConfig, CaptureConfig, Config, ProviderConfig, ProviderType, RouteConfig, TargetConfig } from './types.js';
 
-const PROVIDER_TYPES: readonly ProviderType[] = ['openai', 'anthropic', 'openai-compatible'];
+const PROVIDER_TYPES: readonly ProviderType[] = ['openai', 'anthropic', 'openai-compatible', 'azure'];
 
 type Obj = Record<string, unknown>;
 
@@ -82,6 +82,10 @@ class Reader {
   }
 }
 
+function nullIfEmpty(s: string, then: (s: string) => number): number | null {
+  return s === '' ? null : then(s);
+}
+
 function describe(v: unknown): string {
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'a list';
@@ -120,10 +124,10 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
   const env: EnvLookup = opts.env ?? ((name) => process.env[name]);
   const r = new Reader(file, env);
   const root = r.obj(doc, '');
-  r.known(root, '', ['gateway', 'query', 'providers', 'routes', 'capture']);
+  r.known(root, '', ['gateway', 'query', 'providers', 'routes', 'capture', 'breaker']);
 
   const gw = r.obj(root.gateway, 'gateway');
-  r.known(gw, 'gateway', ['host', 'port', 'body_limit', 'team_header']);
+  r.known(gw, 'gateway', ['host', 'port', 'body_limit', 'team_header', 'h2c_port']);
   const q = r.obj(root.query, 'query');
   r.known(q, 'query', ['host', 'port']);
 
@@ -140,7 +144,7 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
   (rawRoutes as unknown[]).forEach((raw: unknown, i: number) => {
     const field = `routes[${i}]`;
     const o = r.obj(raw, field);
-    r.known(o, field, ['match', 'provider', 'model']);
+    r.known(o, field, ['match', 'provider', 'model', 'targets', 'strategy', 'retries', 'retry_backoff_ms', 'timeout_ms']);
     const matchRaw = o.match;
     const list = Array.isArray(matchRaw) ? matchRaw : [matchRaw];
     const match = list.map((m: unknown, j: number) => {
@@ -148,14 +152,48 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
       if (s === '') r.fail(`${field}.match`, 'must not be empty');
       return s;
     });
-    const providerName = r.str(o.provider, `${field}.provider`);
-    const provider = providers.get(providerName);
-    if (provider === undefined) {
-      return r.fail(`${field}.provider`, `unknown provider "${providerName}" (defined: ${[...providers.keys()].join(', ')})`);
+    const targets: TargetConfig[] = [];
+    const target = (t: Obj, tf: string): TargetConfig => {
+      const providerName = r.str(t.provider, `${tf}.provider`);
+      const provider = providers.get(providerName);
+      if (provider === undefined) {
+        return r.fail(`${tf}.provider`, `unknown provider "${providerName}" (defined: ${[...providers.keys()].join(', ')})`);
+      }
+      const model = t.model === undefined ? null : r.str(t.model, `${tf}.model`);
+      if (provider.type === 'azure' && (model === null || model === '')) r.fail(`${tf}.model`, 'an azure target needs `model`: the deployment name');
+      return { provider, model: model === '' ? null : model, weight: r.int(t.weight, `${tf}.weight`, 1, 0, 1_000_000) };
+    };
+    if (o.targets !== undefined) {
+      if (o.provider !== undefined || o.model !== undefined) r.fail(field, 'give either `provider`/`model` or `targets`, not both');
+      if (!Array.isArray(o.targets) || o.targets.length === 0) r.fail(`${field}.targets`, 'must be a non-empty list');
+      (o.targets as unknown[]).forEach((t: unknown, j: number) => {
+        const tf = `${field}.targets[${j}]`;
+        const to = r.obj(t, tf);
+        r.known(to, tf, ['provider', 'model', 'weight']);
+        targets.push(target(to, tf));
+      });
+    } else {
+      targets.push(target(o, field));
     }
-    const model = o.model === undefined ? null : r.str(o.model, `${field}.model`);
-    routes.push({ match, provider, model: model === '' ? null : model });
+    const strategy = r.str(o.strategy, `${field}.strategy`, 'ordered') as RouteConfig['strategy'];
+    if (strategy !== 'ordered' && strategy !== 'weighted') r.fail(`${field}.strategy`, `must be ordered or weighted, got "${strategy}"`);
+    if (strategy === 'weighted' && targets.every((t) => t.weight === 0)) r.fail(`${field}.targets`, 'at least one target needs a weight above 0');
+    routes.push({
+      match,
+      targets,
+      strategy,
+      retries: r.int(o.retries, `${field}.retries`, 1, 0, 10),
+      retryBackoffMs: r.int(o.retry_backoff_ms, `${field}.retry_backoff_ms`, 100, 0, 60_000),
+      timeoutMs: r.int(o.timeout_ms, `${field}.timeout_ms`, 0, 0, 3_600_000),
+    });
   });
+
+  const br = r.obj(root.breaker, 'breaker');
+  r.known(br, 'breaker', ['failure_threshold', 'cooldown_ms']);
+  const breaker: BreakerConfig = {
+    failureThreshold: r.int(br.failure_threshold, 'breaker.failure_threshold', 5, 1, 1_000),
+    cooldownMs: r.int(br.cooldown_ms, 'breaker.cooldown_ms', 30_000, 1, 3_600_000),
+  };
 
   const cap = r.obj(root.capture, 'capture');
   r.known(cap, 'capture', ['enabled', 'batch_max_requests', 'flush_interval_ms', 'queue_max_requests', 'max_in_flight', 'publish_timeout_ms']);
@@ -175,6 +213,7 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
       port: r.int(gw.port, 'gateway.port', 8080, 0, 65535),
       bodyLimitBytes: r.bytes(gw.body_limit, 'gateway.body_limit', 10 * 1024 * 1024),
       teamHeader: r.str(gw.team_header, 'gateway.team_header', 'x-sightline-team').toLowerCase(),
+      h2cPort: gw.h2c_port === undefined || gw.h2c_port === null || gw.h2c_port === '' ? null : nullIfEmpty(r.str(gw.h2c_port, 'gateway.h2c_port'), (s) => r.int(s, 'gateway.h2c_port', 0, 0, 65535)),
     },
     query: {
       host: r.str(q.host, 'query.host', '0.0.0.0'),
@@ -182,6 +221,7 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
     },
     providers,
     routes,
+    breaker,
     capture,
   };
 }
@@ -190,7 +230,7 @@ function readProvider(r: Reader, name: string, raw: unknown): ProviderConfig {
   const field = `providers.${name}`;
   if (!/^[A-Za-z0-9_.-]+$/.test(name)) r.fail(field, 'provider names use letters, digits, ".", "_" and "-"');
   const o = r.obj(raw, field);
-  r.known(o, field, ['type', 'base_url', 'api_key', 'headers', 'connect_timeout_ms', 'headers_timeout_ms', 'body_timeout_ms']);
+  r.known(o, field, ['type', 'base_url', 'api_key', 'headers', 'connect_timeout_ms', 'headers_timeout_ms', 'body_timeout_ms', 'api_version', 'http2']);
   const type = r.str(o.type, `${field}.type`) as ProviderType;
   if (!PROVIDER_TYPES.includes(type)) r.fail(`${field}.type`, `must be one of ${PROVIDER_TYPES.join(', ')}, got "${type}"`);
   const baseRaw = r.str(o.base_url, `${field}.base_url`);
@@ -217,6 +257,8 @@ function readProvider(r: Reader, name: string, raw: unknown): ProviderConfig {
     connectTimeoutMs: r.int(o.connect_timeout_ms, `${field}.connect_timeout_ms`, 10_000, 1, 600_000),
     headersTimeoutMs: r.int(o.headers_timeout_ms, `${field}.headers_timeout_ms`, 600_000, 1, 3_600_000),
     bodyTimeoutMs: r.int(o.body_timeout_ms, `${field}.body_timeout_ms`, 300_000, 1, 3_600_000),
+    apiVersion: r.str(o.api_version, `${field}.api_version`, '2024-10-21'),
+    http2: r.bool(o.http2, `${field}.http2`, true),
   };
 }
 

@@ -1,10 +1,8 @@
-import type { ProviderConfig, RouteConfig } from './types.js';
+import type { RouteConfig } from './types.js';
 
 export interface RouteMatch {
-  provider: ProviderConfig;
-  /** Model name to send upstream. */
-  upstreamModel: string;
-  /** The pattern that matched, as written (e.g. `gpt-*`): the `route` of the request. */
+  route: RouteConfig;
+  /** The pattern that matched, as written (e.g. `gpt-*`). */
   pattern: string;
 }
 
@@ -35,7 +33,7 @@ export class Router {
   match(model: string): RouteMatch | null {
     const hit = this.#exact.get(model) ?? this.#patterns.find((p) => p.re.test(model));
     if (hit === undefined) return null;
-    return { provider: hit.route.provider, upstreamModel: hit.route.model ?? model, pattern: hit.pattern };
+    return { route: hit.route, pattern: hit.pattern };
   }
 
   /** Every exact model name the configuration lists (for `GET /v1/models`). */

@@ -5,7 +5,7 @@
  */
 
 /** Which API a provider speaks upstream. */
-export type ProviderType = 'openai' | 'anthropic' | 'openai-compatible';
+export type ProviderType = 'openai' | 'anthropic' | 'openai-compatible' | 'azure';
 
 export interface ProviderConfig {
   /** The key under `providers:`; appears as `provider` in spans and SQL. */
@@ -31,16 +31,48 @@ export interface ProviderConfig {
   connectTimeoutMs: number;
   /** Milliseconds from request sent to response headers. Default 600 000 (long generations). */
   headersTimeoutMs: number;
-  /** Milliseconds of silence allowed between body chunks. Default 300 000. */
+  /** Milliseconds of silence allowed between body chunks (idle stream). Default 300 000. */
   bodyTimeoutMs: number;
+  /** Azure OpenAI only: the `api-version` query parameter. Default `2024-10-21`. */
+  apiVersion: string;
+  /** Try HTTP/2 (ALPN, https only) to this provider. Default true. */
+  http2: boolean;
+}
+
+export interface TargetConfig {
+  provider: ProviderConfig;
+  /** Model name sent upstream (Azure: the deployment); null: the client's model. */
+  model: string | null;
+  /** Share of traffic with `strategy: weighted`. Default 1. */
+  weight: number;
+}
+
+export interface BreakerConfig {
+  /** Consecutive provider failures (5xx, timeouts, connection errors) that open it. Default 5. */
+  failureThreshold: number;
+  /** Milliseconds an open breaker waits before letting one probe through. Default 30 000. */
+  cooldownMs: number;
 }
 
 export interface RouteConfig {
   /** Model names or `*` glob patterns, as written. */
   match: string[];
-  provider: ProviderConfig;
-  /** Model name sent upstream; default: the client's model unchanged. */
-  model: string | null;
+  /**
+   * Where requests go, in fallback order. `provider`/`model` on the route is shorthand
+   * for a single target.
+   */
+  targets: TargetConfig[];
+  /**
+   * `ordered` (default): the first available target, then the next on failure.
+   * `weighted`: the first attempt picks by weight, fallbacks go in listed order.
+   */
+  strategy: 'ordered' | 'weighted';
+  /** Extra attempts on the same target after a provider failure, before falling back. Default 1. */
+  retries: number;
+  /** First retry delay in ms; doubles each retry, with jitter. Default 100. */
+  retryBackoffMs: number;
+  /** Milliseconds for the whole request across attempts (0: none). Default 0. */
+  timeoutMs: number;
 }
 
 export interface CaptureConfig {
@@ -69,6 +101,8 @@ export interface Config {
     bodyLimitBytes: number;
     /** Request header naming the caller's team when no key maps to one. Default `x-sightline-team`. */
     teamHeader: string;
+    /** Port of an extra HTTP/2 cleartext (prior knowledge) listener; null: none. Default null. */
+    h2cPort: number | null;
   };
   query: {
     host: string;
@@ -77,5 +111,6 @@ export interface Config {
   };
   providers: Map<string, ProviderConfig>;
   routes: RouteConfig[];
+  breaker: BreakerConfig;
   capture: CaptureConfig;
 }

@@ -11,9 +11,9 @@ test('the shipped configuration loads with an empty environment and routes both 
   assert.equal(cfg.query.port, 8081);
   assert.equal(cfg.gateway.bodyLimitBytes, 10 * 1024 * 1024);
   const router = new Router(cfg.routes);
-  assert.equal(router.match('gpt-4o-mini')?.provider.baseUrl, 'https://api.openai.com/v1');
-  assert.equal(router.match('claude-sonnet-4-5')?.provider.baseUrl, 'https://api.anthropic.com');
-  assert.equal(router.match('o3-mini')?.provider.name, 'openai');
+  assert.equal(router.match('gpt-4o-mini')?.route.targets[0]?.provider.baseUrl, 'https://api.openai.com/v1');
+  assert.equal(router.match('claude-sonnet-4-5')?.route.targets[0]?.provider.baseUrl, 'https://api.anthropic.com');
+  assert.equal(router.match('o3-mini')?.route.targets[0]?.provider.name, 'openai');
   assert.equal(router.match('llama-3'), null);
   assert.equal(router.match('gpt-4o')?.pattern, 'gpt-*');
   assert.equal(cfg.providers.get('openai')?.apiKey, '');
@@ -107,10 +107,48 @@ routes:
     'x.yaml',
   );
   const r = new Router(cfg.routes);
-  assert.equal(r.match('gpt-4o')?.provider.name, 'b');
-  assert.equal(r.match('gpt-4o')?.upstreamModel, 'gpt-4o-2024-08-06');
-  assert.equal(r.match('fast')?.provider.name, 'b');
-  assert.equal(r.match('gpt-4.1')?.provider.name, 'a');
-  assert.equal(r.match('gpt-4.1')?.upstreamModel, 'gpt-4.1');
+  assert.equal(r.match('gpt-4o')?.route.targets[0]?.provider.name, 'b');
+  assert.equal(r.match('gpt-4o')?.route.targets[0]?.model, 'gpt-4o-2024-08-06');
+  assert.equal(r.match('fast')?.route.targets[0]?.provider.name, 'b');
+  assert.equal(r.match('gpt-4.1')?.route.targets[0]?.provider.name, 'a');
+  assert.equal(r.match('gpt-4.1')?.route.targets[0]?.model, null);
+  assert.equal(r.match('gpt-4.1')?.route.retries, 1);
   assert.equal(r.match('xgpt-4'), null);
+});
+
+test('targets, strategy, retries and breaker settings', () => {
+  const cfg = parseConfig(
+    `
+providers:
+  a: { type: openai-compatible, base_url: "http://127.0.0.1:1/v1" }
+  az: { type: azure, base_url: "https://res.openai.azure.com/openai", api_key: k, api_version: "2024-06-01" }
+routes:
+  - match: "gpt-*"
+    strategy: weighted
+    retries: 2
+    timeout_ms: 30000
+    targets:
+      - { provider: a, weight: 3 }
+      - { provider: az, model: my-deployment, weight: 1 }
+breaker: { failure_threshold: 3, cooldown_ms: 1000 }
+`,
+    'x.yaml',
+  );
+  const route = cfg.routes[0]!;
+  assert.equal(route.strategy, 'weighted');
+  assert.equal(route.retries, 2);
+  assert.equal(route.timeoutMs, 30000);
+  assert.deepEqual(route.targets.map((t) => [t.provider.name, t.model, t.weight]), [['a', null, 3], ['az', 'my-deployment', 1]]);
+  assert.equal(cfg.providers.get('az')?.apiVersion, '2024-06-01');
+  assert.deepEqual(cfg.breaker, { failureThreshold: 3, cooldownMs: 1000 });
+
+  const e = errorOf(`
+providers:
+  az: { type: azure, base_url: "https://res.openai.azure.com/openai" }
+routes:
+  - { match: "x", targets: [ { provider: az } ] }
+`);
+  assert.equal(e.field, 'routes[0].targets[0].model');
+  const e2 = errorOf(base.replace('provider: up }', 'provider: up, targets: [] }'));
+  assert.equal(e2.field, 'routes[0]');
 });

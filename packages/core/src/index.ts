@@ -1,6 +1,6 @@
 export { newTraceId, newSpanId, parseTraceparent } from './ids.js';
 export type { TraceParent } from './ids.js';
 export { now, markToUnixNano, markDiffNs, unixNanoNow } from './clock.js';
-export { STAGES } from './rows.js';
+export { STAGES, ATTEMPT_SPAN } from './rows.js';
 export type { StageName, SpanStatus, SpanRow, RequestRow, CaptureBatch } from './rows.js';
 export { instanceId, onShutdown, envInt } from './process.js';

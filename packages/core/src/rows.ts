@@ -18,6 +18,7 @@ export const STAGES = [
   'auth',
   'route',
   'translate.request',
+  'upstream.retry',
   'upstream.connect',
   'upstream.send',
   'upstream.wait',
@@ -27,6 +28,12 @@ export const STAGES = [
 ] as const;
 
 export type StageName = (typeof STAGES)[number];
+
+/**
+ * Name of the span of one upstream attempt (child of the root, beside the stages). A
+ * request has one per attempt: retries and fallbacks are visible one by one.
+ */
+export const ATTEMPT_SPAN = 'upstream.attempt';
 
 export type SpanStatus = 'UNSET' | 'OK' | 'ERROR';
 

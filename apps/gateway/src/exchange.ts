@@ -1,0 +1,365 @@
+/**
+ * One client request's journey upstream: attempts, retries, fallbacks, timeouts, and the
+ * relay of the chosen response to the client.
+ *
+ * Policy (docs/api.md, "Routing"):
+ * - A provider failure — a 5xx (but 501), a timeout, a refused or reset connection — is
+ *   retried on the same target up to `retries` times with exponential backoff and jitter,
+ *   then falls back to the next target.
+ * - A 429 falls back to the next target at once (retrying a rate-limited target is futile).
+ * - Nothing is retried once a byte of the response has reached the client.
+ * - Each target's breaker hears of provider failures only; a 4xx never counts.
+ * Every attempt is recorded, and becomes its own span.
+ */
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import { now } from '@sightline/core';
+import { hasTokenDelta, keepResponseChunk, type RequestRecord } from '@sightline/capture';
+import { GatewayError } from './errors.js';
+import type { PreparedRoute, Target } from './providers.js';
+import type { Relay } from './relay.js';
+import { errorCode, UpstreamAttempt, type AttemptOwner } from './upstream.js';
+
+/** The parts of a server response (HTTP/1.1 or HTTP/2 compatibility API) the relay uses. */
+export interface ClientResponse {
+  writeHead(status: number, headers: OutgoingHttpHeaders): unknown;
+  write(chunk: Buffer | string): boolean;
+  end(chunk?: Buffer | string): unknown;
+  destroy(err?: Error): unknown;
+  once(event: 'drain', fn: () => void): unknown;
+  readonly headersSent: boolean;
+}
+
+/** What a request to one target consists of: built by the route handler per target. */
+export interface PreparedRequest {
+  path: string;
+  headers: Record<string, string>;
+  body: Buffer;
+  relay: Relay;
+  upstreamModel: string;
+}
+
+export type Prepare = (target: Target) => PreparedRequest;
+export type Fail = (err: GatewayError) => void;
+
+/** Provider response headers that reach the client. */
+const PASS_RESPONSE_HEADERS = new Set([
+  'content-type',
+  'content-length',
+  'cache-control',
+  'retry-after',
+  'x-request-id',
+  'request-id',
+  'openai-processing-ms',
+  'openai-version',
+  'openai-organization',
+]);
+
+function passes(name: string): boolean {
+  return PASS_RESPONSE_HEADERS.has(name) || name.startsWith('x-ratelimit-') || name.startsWith('anthropic-ratelimit-');
+}
+
+function retryableStatus(status: number): boolean {
+  return status === 429 || (status >= 500 && status !== 501);
+}
+
+type FailureKind = 'rate_limited' | 'provider';
+
+export class Exchange implements AttemptOwner {
+  #targetIdx = 0;
+  #retries = 0;
+  #attempt: UpstreamAttempt | null = null;
+  #target: Target | null = null;
+  #attemptStart = 0;
+  #relay: Relay | null = null;
+  #committed = false;
+  /** The current attempt's response is being read and dropped (it will be retried). */
+  #discarding = false;
+  #finished = false;
+  #timer: NodeJS.Timeout | null = null;
+  #deadline: NodeJS.Timeout | null = null;
+  #lastError: GatewayError | null = null;
+  readonly #onDrain = (): void => {
+    this.#attempt?.resume();
+  };
+
+  constructor(
+    readonly rec: RequestRecord,
+    readonly res: ClientResponse,
+    readonly route: PreparedRoute,
+    readonly order: Target[],
+    readonly prepare: Prepare,
+    readonly fail: Fail,
+  ) {}
+
+  start(): void {
+    const t = this.route.config.timeoutMs;
+    if (t > 0) {
+      this.#deadline = setTimeout(this.#onDeadline, t);
+    }
+    this.#startAttempt(true);
+  }
+
+  /** The client went away: stop everything upstream. */
+  clientGone(): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    this.#clearTimers();
+    this.#target?.breaker.release();
+    this.#attempt?.abort(new Error('client closed the connection'));
+    if (this.rec.tFirstByte > 0) this.rec.partial = true;
+  }
+
+  #startAttempt(first: boolean): void {
+    if (this.#finished) return;
+    const rec = this.rec;
+    // Skip targets whose breaker is open.
+    const nowMs = Date.now();
+    let target: Target | null = null;
+    while (this.#targetIdx < this.order.length) {
+      const t = this.order[this.#targetIdx]!;
+      if (t.breaker.allow(nowMs)) {
+        target = t;
+        break;
+      }
+      this.#targetIdx++;
+      this.#retries = 0;
+    }
+    if (target === null) {
+      this.#finish(this.#lastError ?? new GatewayError('no_healthy_target', `every provider for the model \`${rec.model}\` is failing; retry later`));
+      return;
+    }
+    let prepared: PreparedRequest;
+    try {
+      prepared = this.prepare(target);
+    } catch (e) {
+      target.breaker.release();
+      this.#finish(e instanceof GatewayError ? e : new GatewayError('internal_error', 'could not prepare the upstream request', null, { cause: e }));
+      return;
+    }
+    const t = now();
+    if (first) {
+      rec.tBuilt = t;
+    } else {
+      rec.tAttempt = t;
+      rec.tConnected = 0;
+      rec.tSent = 0;
+      rec.tFirstByte = 0;
+      rec.upstreamStatus = 0;
+      rec.newConnection = false;
+    }
+    this.#attemptStart = t;
+    this.#target = target;
+    this.#relay = prepared.relay;
+    this.#discarding = false;
+    rec.provider = target.upstream.config.name;
+    rec.upstreamModel = prepared.upstreamModel;
+    rec.upstreamHost = target.upstream.config.origin;
+    const attempt = new UpstreamAttempt(this);
+    this.#attempt = attempt;
+    target.upstream.pool.dispatch({ path: prepared.path, method: 'POST', headers: prepared.headers, body: prepared.body }, attempt);
+  }
+
+  attemptConnected(a: UpstreamAttempt): void {
+    if (a === this.#attempt) this.rec.tConnected = now();
+  }
+
+  attemptSent(a: UpstreamAttempt): void {
+    if (a === this.#attempt) this.rec.tSent = now();
+  }
+
+  attemptHeaders(a: UpstreamAttempt, status: number, raw: Buffer[]): void {
+    if (a !== this.#attempt || this.#finished) return;
+    const rec = this.rec;
+    rec.tFirstByte = now();
+    rec.upstreamStatus = status;
+    if (a.newConnection) rec.newConnection = true;
+    const breaker = this.#target!.breaker;
+    if (status >= 500) breaker.failure(Date.now());
+    else if (status === 429) breaker.release();
+    else breaker.success();
+
+    if (retryableStatus(status) && this.#hasNext(status === 429 ? 'rate_limited' : 'provider')) {
+      this.#discarding = true;
+      this.#lastError = new GatewayError(status === 429 ? 'upstream_rate_limited' : 'upstream_error', `provider ${rec.provider} answered ${status}`);
+      return;
+    }
+    // Commit: this response goes to the client; no more retries.
+    this.#committed = true;
+    rec.status = status;
+    const headers: OutgoingHttpHeaders = {};
+    for (let i = 0; i + 1 < raw.length; i += 2) {
+      const name = raw[i]!.toString('latin1').toLowerCase();
+      if (passes(name)) headers[name] = raw[i + 1]!.toString('latin1');
+    }
+    const head = this.#relay!.head(status, headers);
+    rec.status = head.status;
+    this.res.writeHead(head.status, head.headers);
+  }
+
+  attemptData(a: UpstreamAttempt, chunk: Buffer): boolean {
+    if (a !== this.#attempt || this.#finished) return false;
+    if (this.#discarding) return true;
+    const rec = this.rec;
+    if (rec.stream && rec.tFirstToken === 0 && hasTokenDelta(chunk)) rec.tFirstToken = now();
+    keepResponseChunk(rec, chunk);
+    const out = this.#relay!.data(chunk);
+    if (out === null || out.length === 0) return true;
+    if (rec.tFirstWrite === 0) rec.tFirstWrite = now();
+    if (this.res.write(out)) return true;
+    // The client reads slower than the provider writes: pause upstream until it drains.
+    this.res.once('drain', this.#onDrain);
+    return false;
+  }
+
+  attemptComplete(a: UpstreamAttempt): void {
+    if (a !== this.#attempt || this.#finished) return;
+    const rec = this.rec;
+    if (this.#discarding) {
+      this.#failedAttempt(rec.upstreamStatus, this.#lastError!);
+      this.#next(rec.upstreamStatus === 429 ? 'rate_limited' : 'provider');
+      return;
+    }
+    rec.tLastByte = now();
+    this.#finished = true;
+    this.#clearTimers();
+    const out = this.#relay!.end();
+    if (out !== null && out.length > 0) {
+      if (rec.tFirstWrite === 0) rec.tFirstWrite = now();
+      rec.tEnd = now();
+      this.res.end(out);
+    } else {
+      rec.tEnd = now();
+      this.res.end();
+    }
+  }
+
+  attemptError(a: UpstreamAttempt, err: Error): void {
+    if (a !== this.#attempt || this.#finished) return;
+    const rec = this.rec;
+    const code = errorCode(err);
+    this.#target!.breaker.failure(Date.now());
+    if (this.#committed) {
+      // The status line is gone: the client sees the response cut short.
+      this.#finished = true;
+      this.#clearTimers();
+      rec.failedStage = 'upstream.stream';
+      rec.partial = true;
+      rec.errorType = code === 'UND_ERR_BODY_TIMEOUT' ? 'upstream_idle_timeout' : 'upstream_error';
+      rec.errorMessage = `upstream response failed: ${code === '' ? err.message : code}`;
+      this.res.destroy();
+      return;
+    }
+    const ge = upstreamError(err, rec);
+    if (this.#discarding) {
+      this.#failedAttempt(rec.upstreamStatus, this.#lastError!);
+      this.#next(rec.upstreamStatus === 429 ? 'rate_limited' : 'provider');
+      return;
+    }
+    this.#lastError = ge;
+    if (this.#hasNext('provider')) {
+      rec.failedStage = null; // the request goes on; only the attempt failed
+      this.#failedAttempt(0, ge);
+      this.#next('provider');
+      return;
+    }
+    this.#finish(ge);
+  }
+
+  /** Whether another attempt is possible after a failure of this kind. */
+  #hasNext(kind: FailureKind): boolean {
+    if (kind === 'provider' && this.#retries < this.route.config.retries) return true;
+    return this.#targetIdx + 1 < this.order.length;
+  }
+
+  #next(kind: FailureKind): void {
+    if (kind === 'provider' && this.#retries < this.route.config.retries) {
+      this.#retries++;
+      // Exponential backoff with jitter (half to full), so replicas do not retry in step.
+      const base = this.route.config.retryBackoffMs * 2 ** (this.#retries - 1);
+      const delay = base * (0.5 + Math.random() / 2);
+      this.#timer = setTimeout(this.#retryNow, delay);
+      return;
+    }
+    this.#targetIdx++;
+    this.#retries = 0;
+    this.#startAttempt(false);
+  }
+
+  readonly #retryNow = (): void => {
+    this.#timer = null;
+    this.#startAttempt(false);
+  };
+
+  #failedAttempt(status: number, err: GatewayError): void {
+    const rec = this.rec;
+    const info = {
+      provider: rec.provider,
+      model: rec.upstreamModel,
+      upstreamHost: rec.upstreamHost,
+      start: this.#attemptStart,
+      end: now(),
+      status,
+      errorType: err.code,
+      errorMessage: err.message,
+    };
+    if (rec.attempts === null) rec.attempts = [info];
+    else rec.attempts.push(info);
+  }
+
+  readonly #onDeadline = (): void => {
+    this.#deadline = null;
+    if (this.#finished) return;
+    const rec = this.rec;
+    const err = new GatewayError('upstream_timeout', `no complete answer within the route's ${this.route.config.timeoutMs} ms`);
+    this.#attempt?.abort(err);
+    this.#target?.breaker.failure(Date.now());
+    if (this.#committed) {
+      this.#finished = true;
+      this.#clearTimers();
+      rec.failedStage = 'upstream.stream';
+      rec.partial = true;
+      rec.errorType = err.code;
+      rec.errorMessage = err.message;
+      this.res.destroy();
+      return;
+    }
+    if (rec.tSent === 0) rec.failedStage = rec.tConnected === 0 ? 'upstream.connect' : 'upstream.send';
+    else rec.failedStage = 'upstream.wait';
+    this.#finish(err);
+  };
+
+  #finish(err: GatewayError): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    this.#clearTimers();
+    this.fail(err);
+  }
+
+  #clearTimers(): void {
+    if (this.#timer !== null) {
+      clearTimeout(this.#timer);
+      this.#timer = null;
+    }
+    if (this.#deadline !== null) {
+      clearTimeout(this.#deadline);
+      this.#deadline = null;
+    }
+  }
+}
+
+/** Maps an undici failure before the response started to a client-facing error. */
+function upstreamError(err: Error, rec: RequestRecord): GatewayError {
+  const code = errorCode(err);
+  if (code === 'UND_ERR_HEADERS_TIMEOUT') {
+    rec.failedStage = 'upstream.wait';
+    return new GatewayError('upstream_timeout', `provider ${rec.provider} did not answer in time`, null, { cause: err });
+  }
+  if (code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EHOSTUNREACH' || rec.tConnected === 0) {
+    rec.failedStage = 'upstream.connect';
+    return new GatewayError('upstream_unreachable', `cannot reach provider ${rec.provider} (${code === '' ? err.message : code})`, null, { cause: err });
+  }
+  rec.failedStage = rec.tSent === 0 ? 'upstream.send' : 'upstream.wait';
+  return new GatewayError('upstream_error', `provider ${rec.provider} failed: ${code === '' ? err.message : code}`, null, { cause: err });
+}
+
+export type { IncomingHttpHeaders };

@@ -1,0 +1,143 @@
+/**
+ * Upstream providers, prepared once at start-up: a connection pool per provider, the
+ * dialect it speaks, its request path, and the headers every request to it carries.
+ */
+import { Pool } from 'undici';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { ProviderConfig, RouteConfig, TargetConfig, BreakerConfig } from '@sightline/config';
+import type { Dialect } from '@sightline/capture';
+import { Breaker } from './breaker.js';
+
+export const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
+
+export class Upstream {
+  readonly pool: Pool;
+  readonly dialect: Dialect;
+  readonly #path: string;
+  /** Headers for every request: content type, configured extras, configured key. */
+  readonly baseHeaders: Record<string, string>;
+
+  constructor(readonly config: ProviderConfig) {
+    this.dialect = config.type === 'anthropic' ? 'anthropic' : 'openai';
+    const https = config.origin.startsWith('https:');
+    this.pool = new Pool(config.origin, {
+      connect: { timeout: config.connectTimeoutMs },
+      headersTimeout: config.headersTimeoutMs,
+      bodyTimeout: config.bodyTimeoutMs,
+      keepAliveTimeout: 30_000,
+      keepAliveMaxTimeout: 600_000,
+      // HTTP/2 where the provider offers it (ALPN): thousands of requests in flight share
+      // a few connections instead of one each.
+      allowH2: https && config.http2,
+    });
+    const base = config.basePath;
+    if (config.type === 'anthropic') this.#path = base.endsWith('/v1') ? `${base}/messages` : `${base}/v1/messages`;
+    else this.#path = `${base}/chat/completions`;
+    const h: Record<string, string> = { 'content-type': 'application/json', ...config.headers };
+    if (config.apiKey !== '') {
+      if (config.type === 'anthropic') h['x-api-key'] = config.apiKey;
+      else if (config.type === 'azure') h['api-key'] = config.apiKey;
+      else h.authorization = `Bearer ${config.apiKey}`;
+    }
+    if (config.type === 'anthropic' && h['anthropic-version'] === undefined) h['anthropic-version'] = DEFAULT_ANTHROPIC_VERSION;
+    this.baseHeaders = h;
+  }
+
+  /** Request path for a model (Azure puts the deployment in the path). */
+  path(model: string): string {
+    if (this.config.type === 'azure') {
+      return `${this.config.basePath}/deployments/${encodeURIComponent(model)}/chat/completions?api-version=${encodeURIComponent(this.config.apiVersion)}`;
+    }
+    return this.#path;
+  }
+
+  /**
+   * Headers for one request: the base headers, the caller's credentials when no key is
+   * configured (passed through in the form the provider expects), and vendor headers.
+   */
+  headers(client: IncomingHttpHeaders, clientDialect: Dialect, traceparent: string): Record<string, string> {
+    const h: Record<string, string> = { ...this.baseHeaders, traceparent };
+    if (this.config.apiKey === '') {
+      const bearer = one(client.authorization);
+      const xKey = one(client['x-api-key']);
+      if (this.config.type === 'anthropic') {
+        if (xKey !== undefined) h['x-api-key'] = xKey;
+        else if (bearer !== undefined) h.authorization = bearer;
+      } else if (this.config.type === 'azure') {
+        const apiKey = one(client['api-key']);
+        if (apiKey !== undefined) h['api-key'] = apiKey;
+        else if (bearer !== undefined) h.authorization = bearer;
+      } else if (bearer !== undefined) h.authorization = bearer;
+      else if (xKey !== undefined) h.authorization = `Bearer ${xKey}`;
+    }
+    if (this.dialect === 'anthropic' && clientDialect === 'anthropic') {
+      const v = one(client['anthropic-version']);
+      if (v !== undefined) h['anthropic-version'] = v;
+      const beta = one(client['anthropic-beta']);
+      if (beta !== undefined) h['anthropic-beta'] = beta;
+    } else if (this.dialect === 'openai' && clientDialect === 'openai') {
+      for (const name of ['openai-organization', 'openai-project', 'openai-beta']) {
+        const v = one(client[name]);
+        if (v !== undefined) h[name] = v;
+      }
+    }
+    return h;
+  }
+}
+
+function one(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/** A route target with its provider's pool and its own breaker. */
+export interface Target {
+  upstream: Upstream;
+  /** Model sent upstream; null: the client's model. */
+  model: string | null;
+  weight: number;
+  breaker: Breaker;
+}
+
+export interface PreparedRoute {
+  config: RouteConfig;
+  targets: Target[];
+  totalWeight: number;
+}
+
+export function prepareRoutes(routes: readonly RouteConfig[], upstreams: Map<string, Upstream>, breaker: BreakerConfig): Map<RouteConfig, PreparedRoute> {
+  const out = new Map<RouteConfig, PreparedRoute>();
+  for (const r of routes) {
+    const targets = r.targets.map(
+      (t: TargetConfig): Target => ({
+        upstream: upstreams.get(t.provider.name)!,
+        model: t.model,
+        weight: t.weight,
+        breaker: new Breaker(`${t.provider.name}/${t.model ?? '*'}`, breaker),
+      }),
+    );
+    out.set(r, { config: r, targets, totalWeight: targets.reduce((a, t) => a + t.weight, 0) });
+  }
+  return out;
+}
+
+/**
+ * The order in which a request tries targets: listed order, or for `weighted` a first
+ * pick by weight followed by the rest in listed order.
+ */
+export function targetOrder(route: PreparedRoute, random: number): Target[] {
+  const ts = route.targets;
+  if (route.config.strategy !== 'weighted' || ts.length === 1) return ts;
+  let x = random * route.totalWeight;
+  let first = 0;
+  for (let i = 0; i < ts.length; i++) {
+    x -= ts[i]!.weight;
+    if (x < 0) {
+      first = i;
+      break;
+    }
+  }
+  if (first === 0) return ts;
+  const order = [ts[first]!];
+  for (let i = 0; i < ts.length; i++) if (i !== first) order.push(ts[i]!);
+  return order;
+}
