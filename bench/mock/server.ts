@@ -69,6 +69,8 @@ export interface MockServer {
   configure(opts: Partial<MockOptions>): void;
   /** The last 100 provider (and unknown-path) requests, oldest first. */
   lastRequests(): RecordedRequest[];
+  /** The next `count` provider requests fail with `status` (dialect error body), then normal service resumes. */
+  failNext(count: number, status: number): void;
   /** Close the server, destroying open sockets; resolves when closed. */
   close(): Promise<void>;
 }
@@ -603,6 +605,14 @@ export async function startMock(opts: MockOptions = {}): Promise<MockServer> {
     recorded.length = 0;
   };
 
+  let failQueue = 0;
+  let failStatus = 500;
+  const failNext = (count: number, status: number): void => {
+    checkStatus(status);
+    failQueue = count;
+    failStatus = status;
+  };
+
   const configure = (next: Partial<MockOptions>): void => {
     if (next.host !== undefined && next.host !== host) throw new Error('mock: host cannot be changed at runtime');
     if (next.port !== undefined && next.port !== requestedPort && next.port !== actualPort) {
@@ -642,6 +652,12 @@ export async function startMock(opts: MockOptions = {}): Promise<MockServer> {
       const parsed = parseJson(raw);
       record(req, parsed.ok ? parsed.value : raw);
       const { forcedError, status } = ex.plan;
+      if (failQueue > 0) {
+        failQueue--;
+        const injected = failStatus;
+        later(ex, ex.plan.latencyMs, () => sendJson(res, injected, errorBody(dialect, injected, `mock: injected failure ${injected}`)));
+        return;
+      }
       later(ex, ex.plan.latencyMs, () => {
         if (forcedError !== undefined && status !== undefined) {
           sendJson(res, status, forcedError[dialect]);
@@ -761,6 +777,7 @@ export async function startMock(opts: MockOptions = {}): Promise<MockServer> {
     stats,
     reset,
     configure,
+    failNext,
     lastRequests: () => recorded.slice(),
     close: () => {
       closing ??= new Promise<void>((resolve) => {
