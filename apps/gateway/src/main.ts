@@ -8,6 +8,8 @@
 import { ConfigError, loadConfigFromEnv } from '@sightline/config';
 import { ResilientNatsPublisher } from '@sightline/bus';
 import { instanceId, onShutdown } from '@sightline/core';
+import { dataDir } from '@sightline/store';
+import { join } from 'node:path';
 import { startGateway } from './start.js';
 
 function log(msg: string): void {
@@ -15,6 +17,8 @@ function log(msg: string): void {
 }
 
 async function main(): Promise<void> {
+  // The spool lives with the rest of the local data unless told otherwise.
+  process.env.SIGHTLINE_SPOOL_DIR ||= join(dataDir(), 'spool');
   const config = loadConfigFromEnv();
   const natsUrl = process.env.NATS_URL;
   if (natsUrl === undefined || natsUrl === '') throw new Error('NATS_URL is required (e.g. nats://127.0.0.1:4222); `npm start` runs everything on one machine without it');

@@ -72,7 +72,11 @@ export class Metrics {
       out += counter('sightline_capture_published_total', 'Requests in batches JetStream acknowledged.', s.published);
       out += counter('sightline_capture_published_batches_total', 'Batches JetStream acknowledged.', s.publishedBatches);
       out += counter('sightline_capture_publish_failures_total', 'Failed or timed-out batch publishes (each retried).', s.publishFailures);
+      out += counter('sightline_capture_spooled_total', 'Requests written to the disk spool.', s.spooled);
+      out += counter('sightline_capture_replayed_total', 'Requests published from the disk spool.', s.replayed);
       out += counter('sightline_capture_dropped_total', 'Requests whose capture was dropped.', s.dropped);
+      out += `# HELP sightline_capture_spool_batches Batches in the disk spool.\n# TYPE sightline_capture_spool_batches gauge\nsightline_capture_spool_batches ${s.spoolBatches}\n`;
+      out += `# HELP sightline_capture_spool_bytes Bytes in the disk spool.\n# TYPE sightline_capture_spool_bytes gauge\nsightline_capture_spool_bytes ${s.spoolBytes}\n`;
       out += `# HELP sightline_capture_queue_depth Requests waiting to be published.\n# TYPE sightline_capture_queue_depth gauge\nsightline_capture_queue_depth ${s.queued}\n`;
     }
     return out;

@@ -51,6 +51,8 @@ export async function startGateway(opts: StartGatewayOptions): Promise<GatewayHa
         instance: opts.instance,
         config: opts.config.capture,
         publisher: opts.publisher,
+        spoolDir: opts.config.capture.spoolDir,
+        spoolMaxBytes: opts.config.capture.spoolMaxBytes,
         onError: (e) => log(`capture: ${e instanceof Error ? e.message : String(e)}`),
       })
     : null;

@@ -10,6 +10,7 @@ import { ConfigError, loadConfigFromEnv } from '@sightline/config';
 import { connectNats, MemoryBus, NatsConsumer, ResilientNatsPublisher, type BusConsumer, type BusPublisher } from '@sightline/bus';
 import { envInt, instanceId, onShutdown } from '@sightline/core';
 import { storeFromEnv, dataDir } from '@sightline/store';
+import { join } from 'node:path';
 import { startGateway } from '@sightline/app-gateway';
 import { startIngester } from '@sightline/app-ingester';
 import { startQuery } from '@sightline/app-query';
@@ -19,6 +20,8 @@ function logger(app: string): (msg: string) => void {
 }
 
 async function main(): Promise<void> {
+  // The spool lives with the rest of the local data unless told otherwise.
+  process.env.SIGHTLINE_SPOOL_DIR ||= join(dataDir(), 'spool');
   const log = logger('sightline');
   const config = loadConfigFromEnv();
   const instance = instanceId('gw');

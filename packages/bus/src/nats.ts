@@ -164,6 +164,8 @@ export class NatsConsumer implements BusConsumer {
 export class ResilientNatsPublisher implements BusPublisher {
   #publisher: NatsPublisher | null = null;
   #closed = false;
+  /** Tracks the client's connection events, so capture can spool at once while NATS is away. */
+  #up = false;
   #lastError: unknown = null;
   readonly ready: Promise<void>;
 
@@ -175,8 +177,15 @@ export class ResilientNatsPublisher implements BusPublisher {
     this.ready = this.#connectLoop();
   }
 
-  get connected(): boolean {
-    return this.#publisher !== null && !this.#publisher.nc.isClosed();
+  async #watch(nc: NatsConnection): Promise<void> {
+    for await (const s of nc.status()) {
+      if (s.type === 'disconnect') this.#up = false;
+      else if (s.type === 'reconnect') this.#up = true;
+    }
+  }
+
+  isConnected(): boolean {
+    return this.#up && this.#publisher !== null && !this.#publisher.nc.isClosed();
   }
 
   get lastError(): unknown {
@@ -194,6 +203,8 @@ export class ResilientNatsPublisher implements BusPublisher {
           return;
         }
         this.#publisher = new NatsPublisher(nc);
+        this.#up = true;
+        void this.#watch(nc);
         return;
       } catch (e) {
         this.#lastError = e;

@@ -23,6 +23,8 @@ export interface BusPublisher {
    * dedup window stores nothing new.
    */
   publish(data: Uint8Array, msgId: string, timeoutMs: number): Promise<void>;
+  /** false while the bus is known to be unreachable (capture then spools at once). */
+  isConnected?(): boolean;
   close(): Promise<void>;
 }
 

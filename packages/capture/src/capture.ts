@@ -4,46 +4,68 @@
  * `record()` is the only call on the request side and is O(1): it appends the record to
  * a bounded queue. Spans are built later, a batch at a time, on a timer that is
  * `unref()`'d, and batches are published with a message id and a bound on publishes in
- * flight, each with a timeout. A batch whose publish fails is kept and retried with
- * backoff; JetStream's dedup makes a retry of a publish that did land harmless.
- * When the queue is full, new records are dropped and counted (`dropped`).
- * (Modelled on OpenTelemetry's BatchSpanProcessor bounds and counters.)
+ * flight, each with a timeout (modelled on OpenTelemetry's BatchSpanProcessor bounds and
+ * counters).
+ *
+ * When NATS is slow or unreachable — a publish failed, or the client reports it is
+ * disconnected — batches go to the disk spool instead (spool.ts) and are replayed from
+ * it, oldest first, once publishing works again; while the spool holds anything, new
+ * batches join its end, so replay keeps arrival order. Only when the spool is full (or
+ * there is none) do batches wait in memory, and only when memory is full too are
+ * records dropped; every drop is counted.
  */
 import { unixNanoNow, type CaptureBatch } from '@sightline/core';
 import type { BusPublisher } from '@sightline/bus';
 import type { CaptureConfig } from '@sightline/config';
 import type { RequestRecord } from './record.js';
 import { SpanBuilder } from './spans.js';
+import { Spool, type SpoolEntry } from './spool.js';
 
 export interface CaptureStats {
   /** Records handed to capture. */
   recorded: number;
-  /** Requests in batches JetStream acknowledged. */
+  /** Requests in batches JetStream acknowledged (directly or replayed from the spool). */
   published: number;
   /** Batches JetStream acknowledged. */
   publishedBatches: number;
   /** Publish attempts that failed or timed out (each is retried). */
   publishFailures: number;
-  /** Records dropped because the queue was full. */
+  /** Requests written to the disk spool. */
+  spooled: number;
+  /** Requests published from the disk spool. */
+  replayed: number;
+  /** Requests whose capture was dropped (queue and spool full, or unbuildable). */
   dropped: number;
-  /** Records waiting: not yet built, or built and not yet acknowledged. */
+  /** Requests waiting in memory: not yet built, or built and not yet acknowledged or spooled. */
   queued: number;
+  /** Batches in the disk spool. */
+  spoolBatches: number;
+  spoolBytes: number;
 }
 
 interface OutBatch {
   id: string;
   data: Uint8Array;
   requests: number;
-  attempts: number;
 }
 
 export interface CaptureOptions {
   instance: string;
   config: CaptureConfig;
   publisher: BusPublisher;
+  /** Directory of the disk spool; null: no spool (batches wait in memory). */
+  spoolDir?: string | null;
+  /** Bytes the spool may hold. Default 1 GiB. */
+  spoolMaxBytes?: number;
   version?: string;
-  /** Called when building or publishing fails, for logging. Capture never throws into requests. */
+  /** Called when building, publishing or spooling fails, for logging. Capture never throws into requests. */
   onError?: (err: unknown) => void;
+}
+
+/** Requests in a batch, read from its bytes without parsing the spans (for counters). */
+function requestsIn(data: Uint8Array): number {
+  const m = /"requests_count":(\d+)/.exec(Buffer.from(data.buffer, data.byteOffset, Math.min(data.length, 256)).toString('latin1'));
+  return m === null ? 0 : Number(m[1]);
 }
 
 export class Capture {
@@ -52,10 +74,17 @@ export class Capture {
   readonly #builder: SpanBuilder;
   readonly #instance: string;
   readonly #onError: (err: unknown) => void;
+  readonly #spool: Spool | null;
   #pending: RequestRecord[] = [];
   readonly #outbox: OutBatch[] = [];
   #outboxRequests = 0;
   #inFlight = 0;
+  /** Spool entries being published now (not to be picked again). */
+  readonly #replaying = new Set<SpoolEntry>();
+  /** Spool appends not yet finished. */
+  #appending = 0;
+  /** Set after a failed publish; cleared by the next success. New batches go to the spool meanwhile. */
+  #failing = false;
   #batchSeq = 0;
   #timer: NodeJS.Timeout | null = null;
   #retryTimer: NodeJS.Timeout | null = null;
@@ -63,7 +92,9 @@ export class Capture {
   #closed = false;
   #idleWaiters: (() => void)[] = [];
 
-  readonly stats: CaptureStats = { recorded: 0, published: 0, publishedBatches: 0, publishFailures: 0, dropped: 0, queued: 0 };
+  readonly stats: CaptureStats = {
+    recorded: 0, published: 0, publishedBatches: 0, publishFailures: 0, spooled: 0, replayed: 0, dropped: 0, queued: 0, spoolBatches: 0, spoolBytes: 0,
+  };
 
   constructor(opts: CaptureOptions) {
     this.#cfg = opts.config;
@@ -71,6 +102,10 @@ export class Capture {
     this.#instance = opts.instance;
     this.#builder = new SpanBuilder({ instance: opts.instance, version: opts.version });
     this.#onError = opts.onError ?? (() => {});
+    this.#spool = opts.spoolDir === undefined || opts.spoolDir === null ? null : new Spool(opts.spoolDir, opts.spoolMaxBytes ?? 1024 ** 3);
+    this.#syncSpoolStats();
+    // Batches left by an earlier run are replayed as soon as publishing works.
+    if (this.#spool !== null && this.#spool.count > 0) this.#schedulePump(0);
   }
 
   /** Hands a finished request to capture. Never throws, never waits. */
@@ -98,6 +133,13 @@ export class Capture {
     this.#pump();
   };
 
+  /** Whether new batches must go to the spool to stay behind older ones, or because NATS is away. */
+  #spoolFirst(): boolean {
+    if (this.#spool === null) return false;
+    if (this.#spool.count > 0 || this.#appending > 0 || this.#failing) return true;
+    return this.#publisher.isConnected?.() === false;
+  }
+
   #buildBatches(): void {
     while (this.#pending.length > 0) {
       const recs = this.#pending.length <= this.#cfg.batchMaxRequests ? this.#pending : this.#pending.slice(0, this.#cfg.batchMaxRequests);
@@ -106,6 +148,7 @@ export class Capture {
         v: 1,
         instance: this.#instance,
         batch: String(++this.#batchSeq),
+        requests_count: 0,
         published_at_unix_nano: '',
         requests: [],
         spans: [],
@@ -123,51 +166,151 @@ export class Capture {
         }
       }
       if (batch.requests.length === 0) continue;
+      batch.requests_count = batch.requests.length;
       batch.published_at_unix_nano = unixNanoNow().toString();
-      this.#outbox.push({
-        id: `${this.#instance}/${batch.batch}`,
-        data: Buffer.from(JSON.stringify(batch)),
-        requests: batch.requests.length,
-        attempts: 0,
-      });
-      this.#outboxRequests += batch.requests.length;
+      const out: OutBatch = { id: `${this.#instance}/${batch.batch}`, data: Buffer.from(JSON.stringify(batch)), requests: batch.requests.length };
+      if (this.#spoolFirst()) this.#toSpool(out);
+      else {
+        this.#outbox.push(out);
+        this.#outboxRequests += out.requests;
+      }
     }
+  }
+
+  /** Writes a batch to the spool; if the spool is full, it waits in memory, or is dropped when memory is full too. */
+  #toSpool(b: OutBatch): void {
+    const spool = this.#spool!;
+    this.#appending++;
+    spool.append(b.id, b.data).then(
+      (ok) => {
+        this.#appending--;
+        if (ok) {
+          this.stats.spooled += b.requests;
+          this.stats.queued -= b.requests;
+        } else if (this.#pending.length + this.#outboxRequests + b.requests <= this.#cfg.queueMaxRequests) {
+          this.#outbox.push(b);
+          this.#outboxRequests += b.requests;
+        } else {
+          this.stats.dropped += b.requests;
+          this.stats.queued -= b.requests;
+        }
+        this.#syncSpoolStats();
+        this.#pump();
+        this.#checkIdle();
+      },
+      (err: unknown) => {
+        this.#appending--;
+        this.#onError(err);
+        this.#outbox.push(b);
+        this.#outboxRequests += b.requests;
+        this.#pump();
+      },
+    );
+  }
+
+  #syncSpoolStats(): void {
+    this.stats.spoolBatches = this.#spool?.count ?? 0;
+    this.stats.spoolBytes = this.#spool?.bytes ?? 0;
   }
 
   #pump(): void {
-    if (this.#retryTimer !== null) return;
-    while (this.#inFlight < this.#cfg.maxInFlight && this.#outbox.length > 0) {
+    if (this.#retryTimer !== null || this.#closed) return;
+    const spool = this.#spool;
+    // While publishing fails, batches waiting in memory are safer on disk, behind the older ones.
+    // (Only what fits: a full spool leaves batches in memory rather than bouncing them.)
+    if (spool !== null && this.#failing) {
+      while (this.#outbox.length > 0 && spool.fits(this.#outbox[0]!.data.length + 256)) {
+        const b = this.#outbox.shift()!;
+        this.#outboxRequests -= b.requests;
+        this.#toSpool(b);
+      }
+    }
+    // The spool first, oldest first, one batch at a time so that replay keeps arrival order
+    // (a batch is read from disk, then published, then the next).
+    if (spool !== null && spool.count > 0 && this.#replaying.size === 0) {
+      const e = spool.oldest(1)[0];
+      if (e !== undefined && this.#inFlight < this.#cfg.maxInFlight) this.#replay(e);
+    }
+    const limit = this.#failing ? 1 : this.#cfg.maxInFlight;
+    while (this.#inFlight < limit && this.#outbox.length > 0) {
       const b = this.#outbox.shift()!;
-      this.#inFlight++;
-      b.attempts++;
-      this.#publisher.publish(b.data, b.id, this.#cfg.publishTimeoutMs).then(
-        () => {
-          this.#inFlight--;
-          this.#outboxRequests -= b.requests;
-          this.stats.published += b.requests;
-          this.stats.publishedBatches++;
-          this.stats.queued -= b.requests;
-          this.#retryDelay = 0;
-          this.#pump();
-          this.#checkIdle();
-        },
-        (err: unknown) => {
-          this.#inFlight--;
-          this.stats.publishFailures++;
-          this.#outbox.unshift(b);
-          if (b.attempts === 1) this.#onError(err);
-          this.#scheduleRetry();
-          this.#checkIdle();
-        },
-      );
+      this.#publishOutbox(b);
     }
   }
 
-  #scheduleRetry(): void {
-    if (this.#retryTimer !== null || this.#closed) return;
+  #publishOutbox(b: OutBatch): void {
+    this.#inFlight++;
+    this.#publisher.publish(b.data, b.id, this.#cfg.publishTimeoutMs).then(
+      () => {
+        this.#inFlight--;
+        this.#outboxRequests -= b.requests;
+        this.stats.published += b.requests;
+        this.stats.publishedBatches++;
+        this.stats.queued -= b.requests;
+        this.#succeeded();
+      },
+      (err: unknown) => {
+        this.#inFlight--;
+        this.#outboxRequests -= b.requests;
+        this.#publishFailed(err);
+        if (this.#spool !== null) this.#toSpool(b);
+        else {
+          this.#outbox.unshift(b);
+          this.#outboxRequests += b.requests;
+        }
+        this.#checkIdle();
+      },
+    );
+  }
+
+  #replay(e: SpoolEntry): void {
+    const spool = this.#spool!;
+    this.#inFlight++;
+    this.#replaying.add(e);
+    spool
+      .read(e)
+      .then(async ({ msgId, data }) => {
+        await this.#publisher.publish(data, msgId, this.#cfg.publishTimeoutMs);
+        await spool.remove(e);
+        const n = requestsIn(data);
+        this.stats.replayed += n;
+        this.stats.published += n;
+        this.stats.publishedBatches++;
+      })
+      .then(
+        () => {
+          this.#inFlight--;
+          this.#replaying.delete(e);
+          this.#syncSpoolStats();
+          this.#succeeded();
+        },
+        (err: unknown) => {
+          this.#inFlight--;
+          this.#replaying.delete(e);
+          this.#publishFailed(err);
+          this.#checkIdle();
+        },
+      );
+  }
+
+  #succeeded(): void {
+    this.#failing = false;
+    this.#retryDelay = 0;
+    this.#pump();
+    this.#checkIdle();
+  }
+
+  #publishFailed(err: unknown): void {
+    this.stats.publishFailures++;
+    if (!this.#failing) this.#onError(err);
+    this.#failing = true;
     // Exponential backoff from 100 ms to 5 s, with jitter so replicas do not retry in step.
     this.#retryDelay = Math.min(5_000, this.#retryDelay === 0 ? 100 : this.#retryDelay * 2);
-    const delay = this.#retryDelay * (0.5 + Math.random() / 2);
+    this.#schedulePump(this.#retryDelay * (0.5 + Math.random() / 2));
+  }
+
+  #schedulePump(delay: number): void {
+    if (this.#retryTimer !== null || this.#closed) return;
     this.#retryTimer = setTimeout(() => {
       this.#retryTimer = null;
       this.#pump();
@@ -176,7 +319,7 @@ export class Capture {
   }
 
   #checkIdle(): void {
-    if (this.#inFlight === 0 && (this.#outbox.length === 0 || this.#closed)) {
+    if (this.#inFlight === 0 && this.#appending === 0) {
       const ws = this.#idleWaiters;
       this.#idleWaiters = [];
       for (const w of ws) w();
@@ -185,7 +328,8 @@ export class Capture {
 
   /**
    * Builds and publishes everything queued, resolving when all of it was acknowledged or
-   * the deadline passed. Returns the number of requests still unpublished.
+   * spooled, or the deadline passed. Returns the number of requests neither published nor
+   * spooled.
    */
   async flush(timeoutMs: number): Promise<number> {
     if (this.#timer !== null) {
@@ -194,7 +338,9 @@ export class Capture {
     }
     this.#buildBatches();
     const deadline = Date.now() + timeoutMs;
-    while (this.#outbox.length > 0 || this.#inFlight > 0) {
+    for (;;) {
+      const busy = this.#outbox.length > 0 || this.#inFlight > 0 || this.#appending > 0 || (this.#spool !== null && this.#spool.count > 0 && !this.#failing);
+      if (!busy) break;
       if (this.#retryTimer !== null && this.#inFlight === 0) {
         clearTimeout(this.#retryTimer);
         this.#retryTimer = null;
@@ -202,8 +348,9 @@ export class Capture {
       this.#pump();
       const left = deadline - Date.now();
       if (left <= 0) break;
+      // With a spool, what cannot be published now is safe once it is on disk.
       await new Promise<void>((resolve) => {
-        const t = setTimeout(done, Math.min(left, 200));
+        const t = setTimeout(done, Math.min(left, 100));
         const waiters = this.#idleWaiters;
         function done() {
           clearTimeout(t);
@@ -213,11 +360,12 @@ export class Capture {
         }
         waiters.push(done);
       });
+      if (this.#spool !== null && this.#failing && this.#outbox.length === 0 && this.#appending === 0 && this.#inFlight <= 1) break;
     }
     return this.#pending.length + this.#outboxRequests;
   }
 
-  /** Flushes within the deadline, then stops timers. */
+  /** Flushes within the deadline, then stops timers. Returns requests neither published nor spooled. */
   async close(timeoutMs: number): Promise<number> {
     const left = await this.flush(timeoutMs);
     this.#closed = true;

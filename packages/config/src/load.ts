@@ -196,7 +196,8 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
   };
 
   const cap = r.obj(root.capture, 'capture');
-  r.known(cap, 'capture', ['enabled', 'batch_max_requests', 'flush_interval_ms', 'queue_max_requests', 'max_in_flight', 'publish_timeout_ms']);
+  r.known(cap, 'capture', ['enabled', 'batch_max_requests', 'flush_interval_ms', 'queue_max_requests', 'max_in_flight', 'publish_timeout_ms', 'spool_dir', 'spool_max_bytes']);
+  const spoolDir = cap.spool_dir === undefined || cap.spool_dir === null ? '' : r.str(cap.spool_dir, 'capture.spool_dir');
   const capture: CaptureConfig = {
     enabled: r.bool(cap.enabled, 'capture.enabled', true),
     batchMaxRequests: r.int(cap.batch_max_requests, 'capture.batch_max_requests', 256, 1, 100_000),
@@ -204,6 +205,8 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
     queueMaxRequests: r.int(cap.queue_max_requests, 'capture.queue_max_requests', 20_000, 1, 10_000_000),
     maxInFlight: r.int(cap.max_in_flight, 'capture.max_in_flight', 4, 1, 1024),
     publishTimeoutMs: r.int(cap.publish_timeout_ms, 'capture.publish_timeout_ms', 5_000, 10, 600_000),
+    spoolDir: spoolDir === '' ? null : resolve(spoolDir),
+    spoolMaxBytes: r.bytes(cap.spool_max_bytes, 'capture.spool_max_bytes', 1024 ** 3),
   };
 
   return {

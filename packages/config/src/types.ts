@@ -88,6 +88,13 @@ export interface CaptureConfig {
   maxInFlight: number;
   /** Milliseconds to wait for a publish acknowledgement. Default 5 000. */
   publishTimeoutMs: number;
+  /**
+   * Directory of the disk spool for batches NATS cannot take; null: none (batches wait in
+   * memory). One directory per gateway replica. Shipped file: `${SIGHTLINE_SPOOL_DIR:-data/spool}`.
+   */
+  spoolDir: string | null;
+  /** Bytes the spool may hold before capture drops (and counts). Default 1 GiB. */
+  spoolMaxBytes: number;
 }
 
 export interface Config {

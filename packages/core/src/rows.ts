@@ -99,6 +99,8 @@ export interface CaptureBatch {
   instance: string;
   /** Per-instance batch number; with `instance` it is the message id (dedup key). */
   batch: string;
+  /** Number of requests, first in the message so counters can read it without parsing. */
+  requests_count: number;
   published_at_unix_nano: string;
   requests: RequestRow[];
   spans: SpanRow[];

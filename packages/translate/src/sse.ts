@@ -23,7 +23,8 @@ export interface SseEvent {
   /**
    * The event's bytes as received (its lines, comments and terminators, through the
    * dispatching blank line). Only set when the parser was built with `keepRaw: true`.
-   * A CRLF split between two chunks appears as CR alone.
+   * Exception: when the CRLF of the dispatching blank line is split between two chunks,
+   * the event is dispatched at the CR and its raw bytes end in CR (the LF is skipped).
    */
   raw?: Buffer;
 }
@@ -53,6 +54,8 @@ export class SseParser {
   #hasData = false;
   /** Raw slices of the event being built (only with keepRaw). */
   #raw: Buffer[] = [];
+  /** Leading entries of #raw that are copies owned by the parser. */
+  #rawOwned = 0;
 
   constructor(options: SseParserOptions = {}) {
     this.#keepRaw = options.keepRaw === true;
@@ -70,7 +73,10 @@ export class SseParser {
     let start = 0;
     if (this.#skipLF) {
       this.#skipLF = false;
-      if (chunk[0] === LF) start = 1;
+      if (chunk[0] === LF) {
+        start = 1;
+        if (this.#keepRaw && this.#raw.length > 0) this.#raw.push(chunk.subarray(0, 1));
+      }
     }
     let nextLF = -2;
     let nextCR = -2;
@@ -94,8 +100,9 @@ export class SseParser {
       start = next;
     }
     if (start < n) this.#partial.push(Buffer.from(chunk.subarray(start)));
-    // Raw slices of an event still open point into `chunk`: copy them once, here.
-    if (this.#raw.length > 0) this.#raw = [Buffer.concat(this.#raw)];
+    // Raw slices of an event still open may point into `chunk`: copy each one once, here.
+    for (let i = this.#rawOwned; i < this.#raw.length; i++) this.#raw[i] = Buffer.from(this.#raw[i]!);
+    this.#rawOwned = this.#raw.length;
     return out;
   }
 
@@ -113,6 +120,7 @@ export class SseParser {
     this.#data = '';
     this.#hasData = false;
     this.#raw = [];
+    this.#rawOwned = 0;
     return out;
   }
 
@@ -179,6 +187,7 @@ export class SseParser {
     this.#data = '';
     this.#hasData = false;
     if (this.#raw.length > 0) this.#raw = [];
+    this.#rawOwned = 0;
   }
 }
 

@@ -1,0 +1,38 @@
+/**
+ * The completeness check reads ClickHouse over its HTTP interface: rows of one gateway
+ * instance and one scenario's team in `sightline.requests FINAL` (FINAL collapses a batch the
+ * ingester wrote twice after a redelivery, so a row is counted once, docs/schema.md).
+ *
+ * The two values put into the SQL are names this benchmark generated; they are checked against
+ * a strict pattern instead of being escaped, so nothing else can reach the query.
+ */
+const SAFE = /^[a-z0-9-]+$/;
+
+function checked(value: string): string {
+  if (!SAFE.test(value)) throw new Error(`refusing to put ${JSON.stringify(value)} into SQL: only [a-z0-9-] names are generated here`);
+  return value;
+}
+
+export async function chQuery(chUrl: string, sql: string): Promise<string> {
+  const res = await fetch(`${chUrl}/`, { method: 'POST', body: sql, signal: AbortSignal.timeout(10_000) });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`ClickHouse ${res.status}: ${text.slice(0, 300)}`);
+  return text.trim();
+}
+
+/**
+ * Rows captured for `instancePrefix` (the gateway's SIGHTLINE_INSTANCE; the gateway appends
+ * `-<nonce>`) and `team` (omit to count every team).
+ */
+export async function countCaptured(chUrl: string, database: string, instancePrefix: string, team?: string): Promise<number> {
+  const where = [`instance LIKE '${checked(instancePrefix)}-%'`];
+  if (team !== undefined) where.push(`team = '${checked(team)}'`);
+  const out = await chQuery(chUrl, `SELECT count() FROM ${checked(database)}.requests FINAL WHERE ${where.join(' AND ')}`);
+  const n = Number(out);
+  if (!Number.isInteger(n)) throw new Error(`ClickHouse answered ${JSON.stringify(out)} to a count`);
+  return n;
+}
+
+export async function chVersion(chUrl: string): Promise<string> {
+  return chQuery(chUrl, 'SELECT version()');
+}

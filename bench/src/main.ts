@@ -1,0 +1,161 @@
+/**
+ * `npm run bench` / `npm run bench -- --quick` (root), i.e. `npm --prefix bench run bench`.
+ *
+ * This file only reads the flags, checks what the run needs (preflight) and, as root, re-runs
+ * itself inside a fresh network namespace that has nothing but loopback (`unshare -n`): every
+ * server of the run then lives where only 127.0.0.1 exists, including Portkey, which cannot be
+ * told to listen on loopback only. The measurement itself is in run.ts, loaded after the
+ * preflight so that a missing `npm --prefix bench install` is reported as such, not as a
+ * module resolution stack trace.
+ *
+ * Flags: --quick (short run, < 5 min), --no-netns, --no-pin, --only a,b (scenario names, for
+ * development; `ladder` is one), --help. Exit code: 0 when every validity gate passed, 1 when a
+ * gate failed, 2 when the run could not start, 3 when the run hit its overall time bound.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { cpus } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const BENCH = fileURLToPath(new URL('../', import.meta.url));
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const INNER_ENV = 'SIGHTLINE_BENCH_INNER';
+
+const USAGE = `usage: npm run bench [-- --quick] [--no-netns] [--no-pin] [--only scenario,...]
+  --quick     short run (warm-up 2,200 requests per arm, 2 rounds, ladder 500 and 1,000 req/s)
+  --no-netns  do not re-run inside a loopback-only network namespace (Portkey is then skipped)
+  --no-pin    do not pin processes to cores with taskset
+  --only      run only these scenarios (json-1k-seq, json-1k-c16, json-16k-seq, json-64k-seq,
+              sse-openai, sse-anthropic, sse-cross, ladder); gates still apply to what ran`;
+
+export interface Flags {
+  quick: boolean;
+  netns: boolean;
+  pin: boolean;
+  only: string[] | null;
+}
+
+function flags(): Flags | null {
+  const { values } = parseArgs({
+    options: {
+      quick: { type: 'boolean' },
+      'no-netns': { type: 'boolean' },
+      'no-pin': { type: 'boolean' },
+      only: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  });
+  if (values.help === true) return null;
+  return {
+    quick: values.quick === true,
+    netns: values['no-netns'] !== true,
+    pin: values['no-pin'] !== true,
+    only: values.only === undefined ? null : values.only.split(',').map((s) => s.trim()).filter((s) => s !== ''),
+  };
+}
+
+function has(cmd: string): boolean {
+  return spawnSync('sh', ['-c', 'command -v "$0" >/dev/null 2>&1 || [ -x "/usr/sbin/$0" ]', cmd]).status === 0;
+}
+
+export interface Preflight {
+  fatal: string[];
+  notes: string[];
+  nginx: boolean;
+  netnsPossible: boolean;
+  pinPossible: boolean;
+}
+
+/** What the run needs, with the command that fixes each missing piece. */
+function preflight(): Preflight {
+  const fatal: string[] = [];
+  const notes: string[] = [];
+  const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+  if (major < 20 || (major === 20 && minor < 10)) fatal.push(`Node ${process.versions.node}: Node >= 20.10 is required`);
+  const benchRequire = createRequire(`${BENCH}package.json`);
+  for (const dep of ['undici', 'hdr-histogram-js', 'tsx']) {
+    try {
+      benchRequire.resolve(`${dep}/package.json`);
+    } catch {
+      fatal.push(`${dep} is not installed in bench/: run \`npm --prefix bench ci\` (bench/ has its own package.json)`);
+    }
+  }
+  try {
+    benchRequire.resolve('@portkey-ai/gateway/package.json');
+  } catch {
+    notes.push('@portkey-ai/gateway is not installed in bench/ (`npm --prefix bench ci`): the portkey row will say not available');
+  }
+  if (!existsSync(`${ROOT}node_modules/fastify`) || !existsSync(`${ROOT}node_modules/tsx`)) {
+    fatal.push('the product is not installed: run `npm ci` at the repository root');
+  }
+  for (const bin of ['nats-server', 'clickhouse-server']) {
+    if (!has(bin)) fatal.push(`${bin} is not installed: run \`apt-get install -y nats-server clickhouse-server\``);
+  }
+  const nginx = has('nginx');
+  if (!nginx) notes.push('nginx is not installed: run `apt-get install -y nginx` to add the nginx row (it will say not available)');
+  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  const netnsPossible = isRoot && has('unshare') && has('ip') && spawnSync('unshare', ['-n', 'true']).status === 0;
+  if (!netnsPossible) notes.push('cannot create a network namespace (needs root, unshare and ip from util-linux/iproute2): Portkey will not be run');
+  const pinPossible = has('taskset') && cpus().length >= 2;
+  if (!pinPossible) notes.push('no pinning: needs taskset (util-linux) and at least 2 cores');
+  return { fatal, notes, nginx, netnsPossible, pinPossible };
+}
+
+/** Re-runs this command inside `unshare -n` with loopback up; resolves with its exit code. */
+function reexecInNamespace(argv: string[]): Promise<number> {
+  const child = spawn('unshare', ['-n', '--', 'sh', '-c', 'ip link set lo up && exec "$@"', 'sh', process.execPath, '--import', 'tsx', fileURLToPath(import.meta.url), ...argv], {
+    cwd: BENCH,
+    env: { ...process.env, [INNER_ENV]: '1' },
+    stdio: 'inherit',
+  });
+  // The child is the benchmark itself (unshare and sh exec into it): pass signals on by pid.
+  const forward = (sig: NodeJS.Signals): void => {
+    child.kill(sig);
+  };
+  process.on('SIGINT', forward);
+  process.on('SIGTERM', forward);
+  return new Promise((resolve) => {
+    child.once('exit', (code, signal) => resolve(code ?? (signal === null ? 1 : 128)));
+  });
+}
+
+async function main(): Promise<number> {
+  let f: Flags | null;
+  try {
+    f = flags();
+  } catch (err) {
+    process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n${USAGE}\n`);
+    return 2;
+  }
+  if (f === null) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  const inner = process.env[INNER_ENV] === '1';
+  const pre = preflight();
+  if (!inner) {
+    for (const n of pre.notes) process.stderr.write(`bench preflight: ${n}\n`);
+  }
+  if (pre.fatal.length > 0) {
+    for (const m of pre.fatal) process.stderr.write(`bench preflight: ${m}\n`);
+    return 2;
+  }
+  if (!inner && f.netns && pre.netnsPossible) {
+    return reexecInNamespace(process.argv.slice(2));
+  }
+  const { run } = await import('./run.js');
+  return run({ ...f, netns: inner, pin: f.pin && pre.pinPossible });
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    process.stderr.write(`bench: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exitCode = 2;
+  },
+);

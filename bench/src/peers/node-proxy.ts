@@ -1,0 +1,134 @@
+/**
+ * The `node-proxy` arm: the least a Node.js proxy can do, so its added latency is the floor of
+ * one Node hop. A node:http server forwards method, path, headers and body to one upstream
+ * through an undici Pool and relays the response (status, headers, body chunks) as it arrives:
+ * no parsing, no routing, no capture.
+ *
+ *   node --import tsx bench/src/peers/node-proxy.ts --port 9000 --upstream http://127.0.0.1:8090
+ *
+ * Prints `node-proxy listening on URL` once ready; stops on SIGTERM/SIGINT. Loopback only.
+ */
+import { createServer } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import { parseArgs } from 'node:util';
+import { Pool } from 'undici';
+import type { Dispatcher } from 'undici';
+
+/** Hop-by-hop headers (RFC 9110 §7.6.1) are the connection's, not the message's: never forwarded. */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'host']);
+
+function forwardable(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(headers)) {
+    if (v !== undefined && !HOP_BY_HOP.has(k)) out[k] = v;
+  }
+  return out;
+}
+
+/** Relays one upstream response to the client as undici delivers it. */
+class Relay implements Dispatcher.DispatchHandler {
+  private started = false;
+
+  constructor(
+    private readonly req: IncomingMessage,
+    private readonly res: ServerResponse,
+  ) {}
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    // The client went away: stop the upstream exchange too.
+    this.res.once('close', () => {
+      if (!this.res.writableFinished) controller.abort(new Error('client closed'));
+    });
+  }
+
+  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    this.started = true;
+    this.res.writeHead(statusCode, forwardable(headers) as OutgoingHttpHeaders);
+    // Client backpressure pauses the upstream read, as a real proxy must.
+    this.res.on('drain', () => controller.resume());
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (!this.res.write(chunk)) controller.pause();
+  }
+
+  onResponseEnd(): void {
+    this.res.end();
+  }
+
+  onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
+    if (this.started || this.res.headersSent) {
+      this.res.destroy(err);
+      return;
+    }
+    this.req.resume();
+    const body = JSON.stringify({ error: { message: `node-proxy: upstream failed: ${err.message}`, type: 'proxy_error' } });
+    this.res.writeHead(502, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+    this.res.end(body);
+  }
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: { port: { type: 'string' }, upstream: { type: 'string' }, connections: { type: 'string' } },
+    strict: true,
+  });
+  const port = Number(values.port ?? '0');
+  const upstream = values.upstream;
+  if (upstream === undefined || !/^http:\/\/127\.0\.0\.1:\d+$/.test(upstream)) {
+    throw new Error('--upstream http://127.0.0.1:PORT is required (loopback only)');
+  }
+  // Enough connections for the open-loop ladder (7,500 in flight at 5,000 req/s × 1.5 s);
+  // undici opens them only as needed.
+  const pool = new Pool(upstream, {
+    connections: Number(values.connections ?? '10000'),
+    pipelining: 1,
+    keepAliveTimeout: 60_000,
+    keepAliveMaxTimeout: 600_000,
+    headersTimeout: 60_000,
+    bodyTimeout: 60_000,
+  });
+
+  const server = createServer((req, res) => {
+    pool.dispatch(
+      {
+        path: req.url ?? '/',
+        method: (req.method ?? 'GET') as Dispatcher.HttpMethod,
+        headers: forwardable(req.headers),
+        // The request body is streamed upstream as it arrives.
+        body: req.method === 'GET' || req.method === 'HEAD' ? null : req,
+      },
+      new Relay(req, res),
+    );
+  });
+  // Longer than the driver's and the gateway's idle timeouts' floor: the proxy is never the side
+  // that drops a keep-alive connection mid-run (same reasoning as bench/mock/server.ts).
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+  server.requestTimeout = 0;
+  server.maxRequestsPerSocket = 0;
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ port, host: '127.0.0.1', backlog: 4096 }, () => resolve());
+  });
+  const addr = server.address();
+  const actual = typeof addr === 'object' && addr !== null ? addr.port : port;
+  process.stdout.write(`node-proxy listening on http://127.0.0.1:${actual}\n`);
+
+  let stopping = false;
+  const stop = (): void => {
+    if (stopping) process.exit(1);
+    stopping = true;
+    server.close();
+    server.closeAllConnections();
+    void pool.destroy().finally(() => process.exit(0));
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`node-proxy: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exitCode = 2;
+});

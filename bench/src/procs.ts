@@ -1,0 +1,210 @@
+/**
+ * Process plumbing for the benchmark: spawning a server pinned to a core, waiting for it,
+ * reading its resident memory, and stopping it by pid. Only processes this run started are
+ * ever signalled, each by its own pid.
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** Which CPU each role runs on; null when the run does not pin (see docs/benchmarks.md). */
+export interface Pinning {
+  /** Orchestrator, driver, mock, NATS, ClickHouse, ingester. */
+  load: number;
+  /** The one proxy under test in the current block (all proxies live here, idle in turn). */
+  proxy: number;
+}
+
+export function findBinary(name: string): string | undefined {
+  for (const dir of (process.env['PATH'] ?? '').split(':').concat(['/usr/sbin', '/usr/bin', '/usr/local/bin', '/sbin'])) {
+    if (dir === '') continue;
+    const p = join(dir, name);
+    if (existsSync(p)) return p;
+  }
+  return undefined;
+}
+
+/** A server process started by the benchmark, with the tail of its output for diagnostics. */
+export class Proc {
+  output = '';
+  readonly exited: Promise<number | null>;
+
+  constructor(
+    readonly name: string,
+    readonly child: ChildProcess,
+  ) {
+    const keep = (b: Buffer): void => {
+      this.output = (this.output + b.toString()).slice(-8_000);
+    };
+    child.stdout?.on('data', keep);
+    child.stderr?.on('data', keep);
+    this.exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+    // A spawn failure (ENOENT) surfaces as 'error'; 'exit' may not follow.
+    child.once('error', (err) => {
+      this.output += `\nspawn error: ${err.message}`;
+    });
+  }
+
+  get pid(): number {
+    return this.child.pid ?? -1;
+  }
+
+  get running(): boolean {
+    return this.child.pid !== undefined && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** SIGTERM, then SIGKILL after `timeoutMs`; resolves when the process is gone. */
+  async stop(timeoutMs = 10_000): Promise<void> {
+    if (!this.running) return;
+    this.child.kill('SIGTERM');
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), timeoutMs);
+    await this.exited;
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Spawns `cmd args`, under `taskset -c CPU` when `cpu` is given. taskset execs the command,
+ * so the child's pid is the server's own pid (what /proc and stop() need).
+ */
+export function spawnProc(name: string, cmd: string, args: string[], opts: { cwd: string; env?: Record<string, string>; cpu?: number | undefined }): Proc {
+  const [bin, argv] = opts.cpu === undefined ? [cmd, args] : ['taskset', ['-c', String(opts.cpu), cmd, ...args]];
+  const child = spawn(bin, argv, {
+    cwd: opts.cwd,
+    env: { ...process.env, ...(opts.env ?? {}) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  return new Proc(name, child);
+}
+
+/**
+ * Moves every thread of a running process to `cpu` (taskset -a -p). Used for processes started
+ * by helpers that spawn them themselves (test/support/apps.ts); threads created later inherit
+ * the main thread's mask.
+ */
+export function pinPid(pid: number, cpu: number): void {
+  execFileSync('taskset', ['-a', '-p', '-c', String(cpu), String(pid)], { stdio: 'ignore' });
+}
+
+/** The CPU list a pid may run on, as taskset prints it (e.g. "1"), or "?" when unreadable. */
+export function affinityOf(pid: number): string {
+  try {
+    const out = execFileSync('taskset', ['-c', '-p', String(pid)], { encoding: 'utf8' });
+    return out.split(':').pop()?.trim() ?? '?';
+  } catch {
+    return '?';
+  }
+}
+
+/** VmRSS of a pid in MiB (from /proc/PID/status), or undefined when it is gone. */
+export function rssMb(pid: number): number | undefined {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
+    return m?.[1] === undefined ? undefined : Math.round((Number(m[1]) / 1024) * 10) / 10;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Pids whose parent is `pid` (e.g. nginx's worker under its master), found in /proc. */
+export function childPids(pid: number): number[] {
+  const out: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // Field 4 is the ppid; the command name (field 2) is in parentheses and may hold spaces.
+      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(rest[1]) === pid) out.push(Number(entry));
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return out;
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Polls `check` every `everyMs` until it returns true; throws after `timeoutMs`. */
+export async function waitUntil(what: string, check: () => Promise<boolean> | boolean, timeoutMs: number, everyMs = 100): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      if (await check()) return;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last === undefined ? '' : `: ${last instanceof Error ? last.message : String(last)}`}`);
+    }
+    await sleep(everyMs);
+  }
+}
+
+/** Waits for `url` to answer with `status` (any status when undefined), failing early if `proc` exits. */
+export async function waitHttp(proc: Proc, url: string, timeoutMs: number, status?: number): Promise<void> {
+  await waitUntil(
+    `${proc.name} at ${url}`,
+    async () => {
+      if (!proc.running) throw new Error(`${proc.name} exited: ${proc.output.slice(-2_000)}`);
+      const res = await fetch(url, { signal: AbortSignal.timeout(2_000) }).catch(() => null);
+      if (res === null) return false;
+      await res.arrayBuffer();
+      return status === undefined || res.status === status;
+    },
+    timeoutMs,
+  );
+}
+
+/** CPU time of the whole machine, in clock ticks, from /proc/stat. */
+export interface CpuSample {
+  busy: number;
+  total: number;
+  /** utime + stime of the run's own processes. */
+  ours: number;
+}
+
+function procTicks(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // After the parenthesised command: state is field 3, utime field 14, stime field 15.
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return Number(rest[11] ?? 0) + Number(rest[12] ?? 0);
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Samples the machine's busy time and the run's own processes' time, so that the share of the
+ * CPU used by other tenants of this shared machine during a scenario can be reported next to
+ * its figures (a noisy neighbour explains a drift gate failing).
+ */
+export function sampleCpu(pids: number[]): CpuSample {
+  const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0] ?? '';
+  const f = line.trim().split(/\s+/).slice(1).map(Number);
+  const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = f;
+  const busy = user + nice + system + irq + softirq + steal;
+  const all = new Set<number>();
+  for (const pid of pids) {
+    if (pid <= 0) continue;
+    all.add(pid);
+    for (const c of childPids(pid)) all.add(c);
+  }
+  let ours = 0;
+  for (const pid of all) ours += procTicks(pid);
+  return { busy, total: busy + idle + iowait, ours };
+}
+
+/** Percentage of the machine's CPU capacity used by processes outside the run between two samples. */
+export function foreignCpuPct(a: CpuSample, b: CpuSample): number {
+  const total = b.total - a.total;
+  if (total <= 0) return 0;
+  const foreign = Math.max(0, b.busy - a.busy - (b.ours - a.ours));
+  return Math.round((foreign / total) * 1000) / 10;
+}

@@ -1,0 +1,225 @@
+/**
+ * The shape of bench/results/*.json and its markdown rendering. Field names are in snake_case
+ * with their unit as suffix (`_us`, `_mb`, `_ms`), because people read and diff these files.
+ */
+import type { ArmName } from './scenarios.js';
+
+export type ArmStatus = 'ok' | 'unsupported' | 'not available' | 'n/a';
+
+export interface BlockRow {
+  id: string;
+  p50_us: number;
+  p99_us: number;
+  rps: number;
+  errors: number;
+  /** Requests the driver issued in the block (prewarm included). */
+  attempted: number;
+  /** Requests the mock counted in the block (GET /_mock/stats). */
+  mock_requests: number;
+  truncated: boolean;
+}
+
+export interface ArmRow {
+  arm: ArmName;
+  status: ArmStatus;
+  /** Why the arm is not `ok`, or the probe's answer when it is `unsupported`. */
+  note?: string;
+  /** Every request sent to the arm in this scenario: probe, per-block prewarm and measured. */
+  sent?: number;
+  /** Measured requests. */
+  measured?: number;
+  ok?: number;
+  errors?: number;
+  error_rate?: number;
+  error_kinds?: Record<string, number>;
+  error_samples?: string[];
+  p50_us?: number;
+  p90_us?: number;
+  p99_us?: number;
+  p999_us?: number;
+  max_us?: number;
+  /** Arm minus the direct floor (mean of the before/after control blocks), per percentile. */
+  added_p50_us?: number;
+  added_p99_us?: number;
+  ttfb_p50_us?: number;
+  ttfb_p99_us?: number;
+  /** Streams: time to first token, its added value, and the largest inter-chunk gap per request. */
+  ttft_p50_us?: number;
+  ttft_p99_us?: number;
+  added_ttft_p50_us?: number;
+  added_ttft_p99_us?: number;
+  gap_p50_us?: number;
+  gap_p99_us?: number;
+  added_gap_p99_us?: number;
+  /** Successful requests per second over the measured blocks. */
+  rps?: number;
+  /** Largest VmRSS of the proxy process(es) under test seen after its blocks, MiB. */
+  rss_mb?: number;
+  /** Sightline: rows in ClickHouse `sightline.requests FINAL` for this arm's instance and scenario. */
+  captured?: number;
+  blocks?: BlockRow[];
+}
+
+export interface DirectControl {
+  before: { p50_us: number; p99_us: number; ttft_p50_us?: number };
+  after: { p50_us: number; p99_us: number; ttft_p50_us?: number };
+  /** |after − before| / mean, of p50. */
+  p50_drift: number;
+}
+
+export interface ScenarioResult {
+  name: string;
+  title: string;
+  driver: string;
+  mock: Record<string, number>;
+  /** Share of the machine's CPU used by processes outside this run during the scenario, %. */
+  foreign_cpu_pct?: number;
+  control?: DirectControl;
+  arms: ArmRow[];
+}
+
+export interface LadderStep {
+  rate: number;
+  sent: number;
+  ok: number;
+  errors: number;
+  error_kinds: Record<string, number>;
+  p50_us: number;
+  p99_us: number;
+  added_p99_us?: number;
+  achieved_rps: number;
+  max_send_lag_us: number;
+  answered_all: boolean;
+  captured?: number;
+  rss_mb?: number;
+  mock_requests: number;
+}
+
+export interface LadderArm {
+  arm: ArmName;
+  status: ArmStatus;
+  note?: string;
+  steps: LadderStep[];
+  /** Highest rate at which every request was answered (and, for Sightline, captured). */
+  max_ok_rate: number | null;
+}
+
+export interface Gate {
+  name: string;
+  scope: string;
+  passed: boolean;
+  detail: string;
+}
+
+export interface Check {
+  name: string;
+  value: number | null;
+  want: string;
+  met: boolean | null;
+  detail: string;
+}
+
+export interface Rig {
+  cpu_model: string;
+  cores: number;
+  memory_gb: number;
+  kernel: string;
+  node: string;
+  network_namespace: boolean;
+  pinning: string;
+  processes: { role: string; pid: number; cpus: string }[];
+  versions: Record<string, string>;
+}
+
+export interface RunResults {
+  schema: 1;
+  mode: 'quick' | 'full';
+  started_at: string;
+  finished_at: string;
+  wall_s: number;
+  rig: Rig;
+  method: Record<string, string | number>;
+  scenarios: ScenarioResult[];
+  ladder: { mock_latency_ms: number; step_ms: number; rates: number[]; foreign_cpu_pct: number; arms: LadderArm[] } | null;
+  ratios: Check[];
+  targets: Check[];
+  gates: Gate[];
+  passed: boolean;
+}
+
+const dash = '–';
+
+function us(v: number | undefined): string {
+  return v === undefined ? dash : String(Math.round(v));
+}
+
+function rowNote(r: ArmRow): string {
+  if (r.status === 'ok') return '';
+  return `${r.status}${r.note === undefined ? '' : `: ${r.note.replace(/\s+/g, ' ').replace(/\|/g, '/').slice(0, 90)}`}`;
+}
+
+/** The markdown table printed at the end of a run and written to bench/results/latest.md. */
+export function renderMarkdown(r: RunResults): string {
+  const out: string[] = [];
+  out.push(`# Sightline benchmark — ${r.mode} mode, ${r.started_at}`);
+  out.push('');
+  out.push(`Rig: ${r.rig.cpu_model}, ${r.rig.cores} cores, ${r.rig.memory_gb} GB, Linux ${r.rig.kernel}, Node ${r.rig.node}. ${r.rig.pinning}`);
+  out.push(`Wall time ${r.wall_s} s. Validity gates: **${r.passed ? 'passed' : 'FAILED'}**.`);
+  out.push('');
+  out.push('Latencies in µs. "added" = arm − direct floor (mean of the control blocks before and after the arms), per percentile, same run.');
+  out.push('');
+  out.push('| scenario | arm | p50 | p99 | added p50 | added p99 | TTFT p50 | added TTFT p50 | gap p99 | req/s | errors | RSS MB | captured/sent | note |');
+  out.push('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+  for (const s of r.scenarios) {
+    for (const a of s.arms) {
+      const captured = a.captured === undefined ? dash : `${a.captured}/${a.sent ?? 0}`;
+      const errors = a.status === 'ok' ? `${a.errors ?? 0}` : dash;
+      out.push(
+        `| ${s.name} | ${a.arm} | ${us(a.p50_us)} | ${us(a.p99_us)} | ${us(a.added_p50_us)} | ${us(a.added_p99_us)} | ${us(a.ttft_p50_us)} | ${us(a.added_ttft_p50_us)} | ${us(a.gap_p99_us)} | ${a.rps ?? dash} | ${errors} | ${a.rss_mb ?? dash} | ${captured} | ${rowNote(a)} |`,
+      );
+    }
+  }
+  out.push('');
+  const drifts = r.scenarios.filter((s) => s.control !== undefined);
+  if (drifts.length > 0) {
+    out.push('Direct control blocks (p50 µs before → after, drift; CPU used by other tenants of the machine during the scenario): ' + drifts.map((s) => `${s.name} ${s.control?.before.p50_us} → ${s.control?.after.p50_us} (${((s.control?.p50_drift ?? 0) * 100).toFixed(1)} %; ${s.foreign_cpu_pct ?? '?'} % foreign CPU)`).join('; ') + '.');
+    out.push('');
+  }
+  if (r.ladder !== null) {
+    out.push(`## Open-loop ladder (mock answers after ${r.ladder.mock_latency_ms} ms, ${r.ladder.step_ms / 1000} s per step, latency from the intended send time)`);
+    out.push('');
+    out.push('| arm | rate req/s | answered/sent | p50 ms | p99 ms | added p99 ms | captured | max send lag ms | RSS MB |');
+    out.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+    for (const a of r.ladder.arms) {
+      if (a.steps.length === 0) {
+        out.push(`| ${a.arm} | ${dash} | ${dash} | ${dash} | ${dash} | ${dash} | ${dash} | ${dash} | ${dash} | `);
+        continue;
+      }
+      for (const st of a.steps) {
+        const ms = (v: number | undefined): string => (v === undefined ? dash : (v / 1000).toFixed(1));
+        out.push(
+          `| ${a.arm} | ${st.rate} | ${st.ok}/${st.sent} | ${ms(st.p50_us)} | ${ms(st.p99_us)} | ${ms(st.added_p99_us)} | ${st.captured === undefined ? dash : st.captured} | ${ms(st.max_send_lag_us)} | ${st.rss_mb ?? dash} |`,
+        );
+      }
+    }
+    out.push('');
+    out.push('Highest rate with every request answered (Sightline: and captured): ' + r.ladder.arms.map((a) => `${a.arm} ${a.max_ok_rate === null ? (a.status === 'ok' ? 'none' : a.status) : `${a.max_ok_rate} req/s`}`).join(', ') + '.');
+    out.push('');
+  }
+  out.push('## Issue 5 ratios and BRIEF targets');
+  out.push('');
+  out.push('| check | value | want | met | detail |');
+  out.push('|---|---:|---|---|---|');
+  for (const c of [...r.ratios, ...r.targets]) {
+    const v = c.value === null ? dash : Number.isFinite(c.value) ? String(Math.round(c.value * 100) / 100) : '∞';
+    out.push(`| ${c.name} | ${v} | ${c.want} | ${c.met === null ? dash : c.met ? 'yes' : 'no'} | ${c.detail} |`);
+  }
+  out.push('');
+  out.push('## Validity gates');
+  out.push('');
+  const failed = r.gates.filter((g) => !g.passed);
+  out.push(`${r.gates.length - failed.length} of ${r.gates.length} passed.`);
+  for (const g of failed) out.push(`- FAILED ${g.name} (${g.scope}): ${g.detail}`);
+  out.push('');
+  return out.join('\n');
+}

@@ -1,0 +1,231 @@
+/**
+ * What is measured: the scenarios of issue 5, the arms, and the request each arm is sent.
+ *
+ * Every arm of a scenario sends the same body with the same client headers; only the origin
+ * and the arm's own routing headers differ (Portkey's provider headers, Sightline's team header,
+ * which the completeness check counts by).
+ */
+import { padBody } from './stats.js';
+import type { StreamDialect } from './sse.js';
+import type { DriverMode, RequestTemplate } from './types.js';
+
+export const ARMS = ['direct', 'sightline', 'sightline-nocapture', 'node-proxy', 'nginx', 'portkey'] as const;
+export type ArmName = (typeof ARMS)[number];
+/** The arms that put a hop between client and mock; `direct` is the control. */
+export const PROXY_ARMS: readonly ArmName[] = ARMS.filter((a) => a !== 'direct');
+
+/** Mock knobs (bench/mock/server.ts MockOptions), set over `POST /_mock/config` per scenario. */
+export interface MockKnobs {
+  latencyMs: number;
+  ttftMs: number;
+  gapMs: number;
+  chunks: number;
+  responseBytes: number;
+}
+
+const JSON_MOCK: MockKnobs = { latencyMs: 0, ttftMs: 0, gapMs: 0, chunks: 5, responseBytes: 256 };
+/**
+ * Streams: 20 content chunks, the first 5 ms after the head and then one every 2 ms, so a
+ * stream lasts ~45 ms and TTFT and inter-chunk gaps are well above timer noise.
+ */
+const SSE_MOCK: MockKnobs = { latencyMs: 0, ttftMs: 5, gapMs: 2, chunks: 20, responseBytes: 400 };
+/** The ladder's slow provider: 1,500 ms before the answer (BRIEF "Targets"). */
+const LADDER_MOCK: MockKnobs = { latencyMs: 1_500, ttftMs: 0, gapMs: 0, chunks: 5, responseBytes: 256 };
+
+export const OPENAI_MODEL = 'gpt-4o-mini';
+export const CLAUDE_MODEL = 'claude-3-5-haiku-20241022';
+
+const OPENAI_HEADERS: Record<string, string> = {
+  'content-type': 'application/json',
+  authorization: 'Bearer sk-bench-not-a-real-key',
+};
+const ANTHROPIC_HEADERS: Record<string, string> = {
+  'content-type': 'application/json',
+  'x-api-key': 'sk-ant-bench-not-a-real-key',
+  'anthropic-version': '2023-06-01',
+};
+
+interface Dialectal {
+  path: string;
+  headers: Record<string, string>;
+  body: string;
+  stream?: StreamDialect;
+}
+
+function openaiRequest(model: string, bytes: number, stream: boolean): Dialectal {
+  const head = `{"model":"${model}",${stream ? '"stream":true,' : ''}"messages":[{"role":"user","content":"`;
+  const req: Dialectal = { path: '/v1/chat/completions', headers: OPENAI_HEADERS, body: padBody(head, '"}]}', bytes) };
+  if (stream) req.stream = 'openai';
+  return req;
+}
+
+function anthropicRequest(model: string, bytes: number, stream: boolean): Dialectal {
+  const head = `{"model":"${model}","max_tokens":256,${stream ? '"stream":true,' : ''}"messages":[{"role":"user","content":"`;
+  const req: Dialectal = { path: '/v1/messages', headers: ANTHROPIC_HEADERS, body: padBody(head, '"}]}', bytes) };
+  if (stream) req.stream = 'anthropic';
+  return req;
+}
+
+export interface Scenario {
+  name: string;
+  title: string;
+  /** What a client sends to every proxy arm. */
+  request: Dialectal;
+  /** What the direct control sends to the mock, when not the same request. */
+  directRequest?: Dialectal;
+  /** Portkey's provider header for this request. */
+  portkeyProvider: 'openai' | 'anthropic';
+  mock: MockKnobs;
+  mode: DriverMode;
+  connections: number;
+  prewarm: number;
+  /** Arms that cannot take part at all, with the reason shown in their row. */
+  notApplicable: Partial<Record<ArmName, string>>;
+}
+
+export interface LadderPlan {
+  rates: number[];
+  stepMs: number;
+  request: Dialectal;
+  mock: MockKnobs;
+}
+
+export interface Plan {
+  mode: 'quick' | 'full';
+  warmup: { sequential: number; concurrent: number; stream: number };
+  /** Rounds of interleaved arm blocks per scenario, between the two direct control blocks. */
+  rounds: number;
+  scenarios: Scenario[];
+  ladder: LadderPlan;
+  /** Hard bound on one block, ms. */
+  blockMaxMs: number;
+  /** How long ingestion may take to catch up after a Sightline block, ms. */
+  captureDeadlineMs: number;
+}
+
+export function buildPlan(quick: boolean): Plan {
+  const n = (q: number, f: number): number => (quick ? q : f);
+  const kib = 1024;
+  const passThrough = 'pass-through proxies do not translate between dialects';
+  const scenarios: Scenario[] = [
+    {
+      name: 'json-1k-seq',
+      title: '1 KiB JSON, sequential',
+      request: openaiRequest(OPENAI_MODEL, kib, false),
+      portkeyProvider: 'openai',
+      mock: JSON_MOCK,
+      mode: { kind: 'sequential', requests: n(1_500, 5_000) },
+      connections: 1,
+      prewarm: 50,
+      notApplicable: {},
+    },
+    {
+      name: 'json-1k-c16',
+      title: '1 KiB JSON, 16 concurrent',
+      request: openaiRequest(OPENAI_MODEL, kib, false),
+      portkeyProvider: 'openai',
+      mock: JSON_MOCK,
+      mode: { kind: 'concurrent', concurrency: 16, requests: n(3_000, 10_000) },
+      connections: 16,
+      prewarm: 64,
+      notApplicable: {},
+    },
+    {
+      name: 'json-16k-seq',
+      title: '16 KiB JSON body, sequential',
+      request: openaiRequest(OPENAI_MODEL, 16 * kib, false),
+      portkeyProvider: 'openai',
+      mock: JSON_MOCK,
+      mode: { kind: 'sequential', requests: n(1_000, 3_000) },
+      connections: 1,
+      prewarm: 30,
+      notApplicable: {},
+    },
+    {
+      name: 'json-64k-seq',
+      title: '64 KiB JSON body, sequential',
+      request: openaiRequest(OPENAI_MODEL, 64 * kib, false),
+      portkeyProvider: 'openai',
+      mock: JSON_MOCK,
+      mode: { kind: 'sequential', requests: n(1_000, 3_000) },
+      connections: 1,
+      prewarm: 30,
+      notApplicable: {},
+    },
+    {
+      name: 'sse-openai',
+      title: 'OpenAI SSE, 20 chunks, 16 concurrent',
+      request: openaiRequest(OPENAI_MODEL, kib, true),
+      portkeyProvider: 'openai',
+      mock: SSE_MOCK,
+      mode: { kind: 'concurrent', concurrency: 16, requests: n(480, 1_600) },
+      connections: 16,
+      prewarm: 32,
+      notApplicable: {},
+    },
+    {
+      name: 'sse-anthropic',
+      title: 'Anthropic SSE, 20 chunks, 16 concurrent',
+      request: anthropicRequest(CLAUDE_MODEL, kib, true),
+      portkeyProvider: 'anthropic',
+      mock: SSE_MOCK,
+      mode: { kind: 'concurrent', concurrency: 16, requests: n(480, 1_600) },
+      connections: 16,
+      prewarm: 32,
+      notApplicable: {},
+    },
+    {
+      name: 'sse-cross',
+      title: 'OpenAI SSE client → Claude model (cross-dialect), 16 concurrent',
+      request: openaiRequest(CLAUDE_MODEL, kib, true),
+      // The floor is what the client would see from a provider speaking its own dialect: the
+      // same OpenAI stream straight from the mock (same chunk count and timing).
+      directRequest: openaiRequest(CLAUDE_MODEL, kib, true),
+      portkeyProvider: 'anthropic',
+      mock: SSE_MOCK,
+      mode: { kind: 'concurrent', concurrency: 16, requests: n(480, 1_600) },
+      connections: 16,
+      prewarm: 32,
+      notApplicable: { 'node-proxy': passThrough, nginx: passThrough },
+    },
+  ];
+  return {
+    mode: quick ? 'quick' : 'full',
+    // ≥ 2,000 requests per arm even in quick mode (issue 5): JIT, connection pools and the
+    // capture pipeline all reach steady state before anything is measured.
+    warmup: { sequential: n(500, 2_000), concurrent: n(1_500, 8_000), stream: n(160, 800) },
+    rounds: n(2, 3),
+    scenarios,
+    ladder: {
+      rates: quick ? [500, 1_000] : [1_000, 2_000, 3_500, 5_000],
+      stepMs: n(3_000, 10_000),
+      request: openaiRequest(OPENAI_MODEL, kib, false),
+      mock: LADDER_MOCK,
+    },
+    blockMaxMs: n(60_000, 180_000),
+    captureDeadlineMs: n(30_000, 120_000),
+  };
+}
+
+/** Where each arm listens and what it needs added to a request. */
+export interface ArmTarget {
+  origin: string;
+  extraHeaders: (scenario: string, portkeyProvider: 'openai' | 'anthropic') => Record<string, string>;
+}
+
+export function template(arm: ArmName, target: ArmTarget, scenarioName: string, request: Dialectal, directRequest: Dialectal | undefined, portkeyProvider: 'openai' | 'anthropic'): RequestTemplate {
+  const r = arm === 'direct' && directRequest !== undefined ? directRequest : request;
+  const t: RequestTemplate = {
+    origin: target.origin,
+    path: r.path,
+    headers: { ...r.headers, ...target.extraHeaders(scenarioName, portkeyProvider) },
+    body: r.body,
+  };
+  if (r.stream !== undefined) t.stream = r.stream;
+  return t;
+}
+
+/** The team header value of a scenario: the completeness check counts rows by it. */
+export function teamOf(scenario: string): string {
+  return `bench-${scenario}`;
+}

@@ -1,0 +1,329 @@
+/**
+ * Starts and stops everything a run measures, each as its own process on loopback:
+ *
+ * | process                    | started as                                                        | CPU (pinned) |
+ * |----------------------------|-------------------------------------------------------------------|--------------|
+ * | mock provider              | `node --import tsx bench/mock/main.ts --port P`                    | load core    |
+ * | nats-server (JetStream)    | test/support/servers.ts NatsServer                                 | load core    |
+ * | clickhouse-server          | test/support/servers.ts ClickHouseServer                           | load core    |
+ * | ingester                   | test/support/apps.ts startApp(apps/ingester/src/main.ts)           | load core    |
+ * | gateway (capture on)       | startApp(apps/gateway/src/main.ts)                                 | proxy core   |
+ * | gateway (capture off)      | the same, with SIGHTLINE_BENCH_CAPTURE_OFF=1                       | proxy core   |
+ * | node-proxy                 | `node --import tsx bench/src/peers/node-proxy.ts`                  | proxy core   |
+ * | nginx                      | `nginx -p TMP -c TMP/nginx.conf -g 'daemon off;'`, one worker      | proxy core   |
+ * | portkey                    | `node …/@portkey-ai/gateway/build/start-server.js --port=P --headless` | proxy core |
+ *
+ * The orchestrator and the driver process run on the load core too. An arm that cannot start
+ * is recorded as not available with the reason; the run goes on without it.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ClickHouseServer, NatsServer, freePort } from '../../test/support/servers.js';
+import { startApp, waitHealthy } from '../../test/support/apps.js';
+import type { AppProcess } from '../../test/support/apps.js';
+import { Proc, pinPid, rssMb, spawnProc, waitHttp } from './procs.js';
+import type { Pinning } from './procs.js';
+import { Nginx } from './peers/nginx.js';
+import { Portkey, portkeyHeaders } from './peers/portkey.js';
+import type { ArmName, ArmTarget, MockKnobs } from './scenarios.js';
+import { teamOf } from './scenarios.js';
+
+export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export const BENCH = fileURLToPath(new URL('../', import.meta.url));
+export const CH_DATABASE = 'sightline';
+
+export interface MockStatsView {
+  requests: number;
+  completed: number;
+  aborted: number;
+  inFlight: number;
+}
+
+/** The mock provider process and its admin endpoints. */
+export class Mock {
+  readonly url: string;
+
+  private constructor(
+    readonly proc: Proc,
+    readonly port: number,
+  ) {
+    this.url = `http://127.0.0.1:${port}`;
+  }
+
+  static async start(cpu: number | undefined): Promise<Mock> {
+    const port = await freePort();
+    const proc = spawnProc('mock', process.execPath, ['--import', 'tsx', 'bench/mock/main.ts', '--port', String(port)], { cwd: ROOT, cpu });
+    const mock = new Mock(proc, port);
+    await waitHttp(proc, `${mock.url}/healthz`, 30_000, 200);
+    return mock;
+  }
+
+  private async admin(method: 'GET' | 'POST', path: string, body?: string): Promise<unknown> {
+    const init: RequestInit = { method, signal: AbortSignal.timeout(10_000) };
+    if (body !== undefined) {
+      init.body = body;
+      init.headers = { 'content-type': 'application/json' };
+    }
+    const res = await fetch(`${this.url}${path}`, init);
+    const text = await res.text();
+    if (!res.ok) throw new Error(`mock ${method} ${path}: ${res.status} ${text}`);
+    return JSON.parse(text) as unknown;
+  }
+
+  async configure(knobs: MockKnobs): Promise<void> {
+    await this.admin('POST', '/_mock/config', JSON.stringify(knobs));
+  }
+
+  async reset(): Promise<void> {
+    await this.admin('POST', '/_mock/reset');
+  }
+
+  async stats(): Promise<MockStatsView> {
+    const s = (await this.admin('GET', '/_mock/stats')) as Partial<Record<keyof MockStatsView, unknown>>;
+    const num = (v: unknown): number => (typeof v === 'number' ? v : Number.NaN);
+    return { requests: num(s.requests), completed: num(s.completed), aborted: num(s.aborted), inFlight: num(s.inFlight) };
+  }
+}
+
+/** One arm as the run sees it. */
+export interface Arm {
+  name: ArmName;
+  /** Undefined when the arm could not start; `reason` then says why. */
+  target: ArmTarget | undefined;
+  reason: string;
+  /** The processes whose VmRSS is the arm's `rss_mb` (the proxy under test only). */
+  pids: () => number[];
+  /** Sightline arms: the SIGHTLINE_INSTANCE given to the gateway. */
+  instance?: string;
+  /** The tail of the arm's process output, for the report when it fails requests. */
+  output: () => string;
+}
+
+export interface Stack {
+  mock: Mock;
+  nats: NatsServer | undefined;
+  ch: ClickHouseServer | undefined;
+  ingester: AppProcess | undefined;
+  arms: Map<ArmName, Arm>;
+  /** Every pid the run started, by role, for the rig section. */
+  roles: () => { role: string; pid: number }[];
+  stop: () => Promise<void>;
+}
+
+export interface StackOptions {
+  pin: Pinning | null;
+  /** Portkey listens on all interfaces: only started inside the loopback-only namespace. */
+  netns: boolean;
+  runId: string;
+  log: (msg: string) => void;
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** Sum of VmRSS over pids, MiB; undefined when none could be read. */
+export function sumRss(pids: number[]): number | undefined {
+  let sum = 0;
+  let any = false;
+  for (const pid of pids) {
+    const r = rssMb(pid);
+    if (r !== undefined) {
+      sum += r;
+      any = true;
+    }
+  }
+  return any ? Math.round(sum * 10) / 10 : undefined;
+}
+
+export async function startStack(opts: StackOptions): Promise<Stack> {
+  const { pin, log } = opts;
+  const loadCpu = pin?.load;
+  const proxyCpu = pin?.proxy;
+  const stoppers: (() => Promise<void>)[] = [];
+  const roles: { role: string; pid: () => number }[] = [];
+  const arms = new Map<ArmName, Arm>();
+  const stopAll = async (): Promise<void> => {
+    // Proxies first, then the pipeline, then the mock: reverse order of start.
+    for (const stop of stoppers.reverse()) await stop().catch((e: unknown) => log(`stop: ${message(e)}`));
+    stoppers.length = 0;
+  };
+
+  try {
+    log('starting mock, nats-server and clickhouse-server');
+    const [mock, nats, ch] = await Promise.all([
+      Mock.start(loadCpu),
+      NatsServer.start().catch((e: unknown) => {
+        log(`nats-server failed to start: ${message(e)}`);
+        return undefined;
+      }),
+      ClickHouseServer.start().catch((e: unknown) => {
+        log(`clickhouse-server failed to start: ${message(e)}`);
+        return undefined;
+      }),
+    ]);
+    stoppers.push(() => mock.proc.stop());
+    roles.push({ role: 'mock', pid: () => mock.proc.pid });
+    if (nats !== undefined) {
+      stoppers.push(() => nats.dispose());
+      roles.push({ role: 'nats-server', pid: () => nats.pid ?? -1 });
+    }
+    if (ch !== undefined) {
+      stoppers.push(() => ch.dispose());
+      roles.push({ role: 'clickhouse-server', pid: () => ch.pid ?? -1 });
+    }
+    arms.set('direct', { name: 'direct', target: { origin: mock.url, extraHeaders: () => ({}) }, reason: '', pids: () => [mock.proc.pid], output: () => mock.proc.output });
+
+    // The Sightline pipeline: ingester and two gateways, with docker-compose's environment
+    // (test/e2e-processes.test.ts), all bound to loopback.
+    let ingester: AppProcess | undefined;
+    const sightlineReason = nats === undefined || ch === undefined ? 'nats-server or clickhouse-server did not start (apt-get install -y nats-server clickhouse-server)' : '';
+    const baseEnv = (port: number): Record<string, string> => ({
+      NATS_URL: nats?.url ?? '',
+      CLICKHOUSE_URL: ch?.url ?? '',
+      CLICKHOUSE_USER: 'default',
+      CLICKHOUSE_PASSWORD: '',
+      CLICKHOUSE_DATABASE: CH_DATABASE,
+      GATEWAY_HOST: '127.0.0.1',
+      GATEWAY_PORT: String(port),
+      INGESTER_HOST: '127.0.0.1',
+      INGESTER_PORT: String(port),
+      OPENAI_BASE_URL: `${mock.url}/v1`,
+      // Anthropic's base URL has no /v1 in config/sightline.yaml (the client adds /v1/messages).
+      ANTHROPIC_BASE_URL: mock.url,
+    });
+    const gateway = async (name: 'sightline' | 'sightline-nocapture'): Promise<void> => {
+      // The instance names the arm; the gateway appends a nonce. Scenarios are told apart by team.
+      const instance = `bench-${opts.runId}-${name === 'sightline' ? 'capture' : 'nocapture'}`;
+      if (sightlineReason !== '') {
+        arms.set(name, { name, target: undefined, reason: sightlineReason, pids: () => [], instance, output: () => '' });
+        return;
+      }
+      const port = await freePort();
+      // Each gateway gets its own capture spool directory: the shipped default (data/spool under
+      // the working directory) would be shared by both gateways of this run and by anything else
+      // started from the repository root, which would then replay each other's batches.
+      const spool = mkdtempSync(join(tmpdir(), `sightline-bench-spool-${name}-`));
+      stoppers.push(async () => rmSync(spool, { recursive: true, force: true }));
+      const env = { ...baseEnv(port), SIGHTLINE_INSTANCE: instance, SIGHTLINE_SPOOL_DIR: spool };
+      if (name === 'sightline-nocapture') Object.assign(env, { SIGHTLINE_BENCH_CAPTURE_OFF: '1' });
+      const app = startApp(name, 'apps/gateway/src/main.ts', env);
+      stoppers.push(async () => {
+        await app.stop();
+      });
+      // startApp spawns the process itself: move it (all its threads) to the proxy core now and
+      // again once it serves, to catch threads started in between.
+      if (proxyCpu !== undefined && app.child.pid !== undefined) pinPid(app.child.pid, proxyCpu);
+      const url = `http://127.0.0.1:${port}`;
+      try {
+        await waitHealthy(app, `${url}/healthz`, 60_000);
+        if (proxyCpu !== undefined && app.child.pid !== undefined) pinPid(app.child.pid, proxyCpu);
+        const pid = app.child.pid ?? -1;
+        roles.push({ role: `gateway (${name})`, pid: () => pid });
+        arms.set(name, {
+          name,
+          target: { origin: url, extraHeaders: (scenario) => ({ 'x-sightline-team': teamOf(scenario) }) },
+          reason: '',
+          pids: () => [pid],
+          instance,
+          output: () => app.output,
+        });
+      } catch (e) {
+        arms.set(name, { name, target: undefined, reason: `gateway did not start: ${message(e).slice(0, 600)}`, pids: () => [], instance, output: () => app.output });
+      }
+    };
+
+    const startIngester = async (): Promise<void> => {
+      if (sightlineReason !== '') return;
+      const port = await freePort();
+      const app = startApp('ingester', 'apps/ingester/src/main.ts', baseEnv(port));
+      stoppers.push(async () => {
+        await app.stop();
+      });
+      try {
+        await waitHealthy(app, `http://127.0.0.1:${port}/healthz`, 90_000);
+        ingester = app;
+        const pid = app.child.pid ?? -1;
+        roles.push({ role: 'ingester', pid: () => pid });
+      } catch (e) {
+        log(`ingester did not start: ${message(e).slice(0, 600)}`);
+      }
+    };
+
+    const nodeProxy = async (): Promise<void> => {
+      const port = await freePort();
+      const proc = spawnProc('node-proxy', process.execPath, ['--import', 'tsx', 'src/peers/node-proxy.ts', '--port', String(port), '--upstream', mock.url], { cwd: BENCH, cpu: proxyCpu });
+      stoppers.push(() => proc.stop());
+      const url = `http://127.0.0.1:${port}`;
+      try {
+        await waitHttp(proc, `${url}/healthz`, 30_000, 200);
+        roles.push({ role: 'node-proxy', pid: () => proc.pid });
+        arms.set('node-proxy', { name: 'node-proxy', target: { origin: url, extraHeaders: () => ({}) }, reason: '', pids: () => [proc.pid], output: () => proc.output });
+      } catch (e) {
+        arms.set('node-proxy', { name: 'node-proxy', target: undefined, reason: `did not start: ${message(e).slice(0, 400)}`, pids: () => [], output: () => proc.output });
+      }
+    };
+
+    const nginx = async (): Promise<void> => {
+      try {
+        const n = await Nginx.start(await freePort(), mock.port, proxyCpu);
+        stoppers.push(() => n.stop());
+        roles.push({ role: 'nginx (master + worker)', pid: () => n.proc.pid });
+        arms.set('nginx', { name: 'nginx', target: { origin: n.url, extraHeaders: () => ({}) }, reason: '', pids: () => n.pids(), output: () => n.errorLog() });
+      } catch (e) {
+        arms.set('nginx', { name: 'nginx', target: undefined, reason: message(e).slice(0, 400), pids: () => [], output: () => '' });
+      }
+    };
+
+    const portkey = async (): Promise<void> => {
+      if (!opts.netns) {
+        arms.set('portkey', {
+          name: 'portkey',
+          target: undefined,
+          reason: 'not run: Portkey listens on all interfaces, so it only runs inside the loopback-only network namespace (needs root for `unshare -n`)',
+          pids: () => [],
+          output: () => '',
+        });
+        return;
+      }
+      try {
+        const p = await Portkey.start(await freePort(), proxyCpu);
+        stoppers.push(() => p.stop());
+        roles.push({ role: 'portkey', pid: () => p.proc.pid });
+        arms.set('portkey', {
+          name: 'portkey',
+          target: { origin: p.url, extraHeaders: (_s, provider) => portkeyHeaders(provider, mock.url) },
+          reason: '',
+          pids: () => [p.proc.pid],
+          output: () => p.proc.output,
+        });
+      } catch (e) {
+        arms.set('portkey', { name: 'portkey', target: undefined, reason: message(e).slice(0, 400), pids: () => [], output: () => '' });
+      }
+    };
+
+    log('starting ingester, gateways (capture on / off), node-proxy, nginx and portkey');
+    await Promise.all([startIngester(), gateway('sightline'), gateway('sightline-nocapture'), nodeProxy(), nginx(), portkey()]);
+    if (ingester === undefined) {
+      const arm = arms.get('sightline');
+      if (arm !== undefined && arm.target !== undefined) {
+        arms.set('sightline', { ...arm, target: undefined, reason: 'the ingester did not start, so capture could not be checked' });
+      }
+    }
+
+    return {
+      mock,
+      nats,
+      ch,
+      ingester,
+      arms,
+      roles: () => roles.map((r) => ({ role: r.role, pid: r.pid() })),
+      stop: stopAll,
+    };
+  } catch (e) {
+    await stopAll();
+    throw e;
+  }
+}

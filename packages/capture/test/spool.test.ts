@@ -1,0 +1,127 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Capture, RequestRecord } from '@sightline/capture';
+import { MemoryBus, type BusPublisher } from '@sightline/bus';
+import { newTraceId, now, type CaptureBatch } from '@sightline/core';
+import type { CaptureConfig } from '@sightline/config';
+import { waitFor } from '../../../test/support/servers.js';
+
+const cfg: CaptureConfig = { enabled: true, batchMaxRequests: 5, flushIntervalMs: 5, queueMaxRequests: 1000, maxInFlight: 2, publishTimeoutMs: 500, spoolDir: null, spoolMaxBytes: 1 << 30 };
+
+function rec(seq: number): RequestRecord {
+  const r = new RequestRecord();
+  const t = now();
+  r.seq = seq;
+  r.traceId = newTraceId();
+  r.t0 = t;
+  r.tBody = t + 0.01;
+  r.tEnd = t + 0.02;
+  r.tFinish = t + 0.03;
+  r.status = 400;
+  return r;
+}
+
+/** A publisher over a MemoryBus that can be switched off and on, like NATS going away. */
+class Switchable implements BusPublisher {
+  up = false;
+  constructor(readonly bus: MemoryBus) {}
+  async publish(d: Uint8Array, id: string): Promise<void> {
+    if (!this.up) throw new Error('NATS unreachable');
+    await this.bus.publish(d, id);
+  }
+  isConnected(): boolean {
+    return this.up;
+  }
+  async close(): Promise<void> {}
+}
+
+async function seqsOn(bus: MemoryBus): Promise<{ seqs: number[]; ids: string[] }> {
+  const seqs: number[] = [];
+  const ids: string[] = [];
+  for (const m of await bus.fetch(1000, 50)) {
+    ids.push(m.msgId);
+    const b = JSON.parse(Buffer.from(m.data).toString()) as CaptureBatch;
+    for (const r of b.requests) seqs.push(Number(r.seq));
+    await m.ack();
+  }
+  return { seqs, ids };
+}
+
+test('while NATS is away batches go to disk, and are replayed in order when it is back', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sl-spool-'));
+  const bus = new MemoryBus();
+  const pub = new Switchable(bus);
+  const cap = new Capture({ instance: 'gw-s', config: cfg, publisher: pub, spoolDir: dir });
+  for (let i = 1; i <= 23; i++) cap.record(rec(i));
+  await waitFor('all 23 requests spooled', () => cap.stats.spooled === 23);
+  assert.equal(readdirSync(dir).filter((f) => f.endsWith('.batch')).length, 5);
+  assert.equal(cap.stats.spoolBatches, 5);
+  assert.equal(cap.stats.queued, 0);
+  pub.up = true;
+  await waitFor('replay', () => cap.stats.replayed === 23, 10_000);
+  const { seqs } = await seqsOn(bus);
+  assert.deepEqual(seqs, Array.from({ length: 23 }, (_, i) => i + 1), 'every request once, in order');
+  assert.equal(readdirSync(dir).length, 0);
+  assert.equal(cap.stats.dropped, 0);
+  await cap.close(1000);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test('a new process replays what an earlier one left in the spool, ignoring torn writes', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sl-spool-'));
+  const down = new Switchable(new MemoryBus());
+  const first = new Capture({ instance: 'gw-old', config: cfg, publisher: down, spoolDir: dir });
+  for (let i = 1; i <= 7; i++) first.record(rec(i));
+  await waitFor('spooled', () => first.stats.spooled === 7);
+  await first.close(200);
+  writeFileSync(join(dir, '999999999999999-000000000.batch.tmp'), 'torn');
+  // "Restart": a new instance on the same directory, NATS now up.
+  const bus = new MemoryBus();
+  const up = new Switchable(bus);
+  up.up = true;
+  const second = new Capture({ instance: 'gw-new', config: cfg, publisher: up, spoolDir: dir });
+  assert.equal(second.stats.spoolBatches, 2);
+  await waitFor('replayed after restart', () => second.stats.replayed === 7, 10_000);
+  const { seqs, ids } = await seqsOn(bus);
+  assert.deepEqual(seqs, [1, 2, 3, 4, 5, 6, 7]);
+  assert.ok(ids.every((id) => id.startsWith('gw-old/')), 'replayed batches keep their message ids');
+  assert.deepEqual(readdirSync(dir), []);
+  await second.close(200);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test('when the spool is full, capture drops and counts', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sl-spool-'));
+  const cap = new Capture({ instance: 'gw-f', config: { ...cfg, queueMaxRequests: 5 }, publisher: new Switchable(new MemoryBus()), spoolDir: dir, spoolMaxBytes: 4000 });
+  for (let i = 1; i <= 40; i++) cap.record(rec(i));
+  await waitFor('every request accounted for', () => cap.stats.spooled + cap.stats.dropped + cap.stats.queued === 40 && cap.stats.dropped > 0, 5000);
+  assert.ok(cap.stats.spoolBytes <= 4000);
+  assert.equal(cap.stats.recorded, 40);
+  await cap.close(100);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test('a publisher that fails without saying so: batches spill after the failure, nothing lost', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sl-spool-'));
+  const bus = new MemoryBus();
+  let fail = true;
+  const silent: BusPublisher = {
+    publish: async (d, id) => {
+      if (fail) throw new Error('timeout');
+      await bus.publish(d, id);
+    },
+    close: async () => {},
+  };
+  const cap = new Capture({ instance: 'gw-t', config: cfg, publisher: silent, spoolDir: dir });
+  for (let i = 1; i <= 12; i++) cap.record(rec(i));
+  await waitFor('spooled after failures', () => cap.stats.spooled === 12);
+  fail = false;
+  await waitFor('replayed', () => cap.stats.replayed === 12, 10_000);
+  const { seqs } = await seqsOn(bus);
+  assert.deepEqual([...seqs].sort((x, y) => x - y), Array.from({ length: 12 }, (_, i) => i + 1));
+  await cap.close(200);
+  rmSync(dir, { recursive: true, force: true });
+});
