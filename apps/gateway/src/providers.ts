@@ -62,6 +62,8 @@ export class Upstream {
       const xKey = one(client['x-api-key']);
       if (this.config.type === 'anthropic') {
         if (xKey !== undefined) h['x-api-key'] = xKey;
+        // An OpenAI client can only send its key as a bearer token; Anthropic takes keys as x-api-key.
+        else if (bearer !== undefined && clientDialect === 'openai') h['x-api-key'] = bearer.replace(/^Bearer\s+/i, '');
         else if (bearer !== undefined) h.authorization = bearer;
       } else if (this.config.type === 'azure') {
         const apiKey = one(client['api-key']);

@@ -15,7 +15,16 @@ import { Router, type Config } from '@sightline/config';
 import { GatewayError, errorBody } from './errors.js';
 import { prepareRoutes, targetOrder, Upstream, type PreparedRoute, type Target } from './providers.js';
 import { Exchange, type ClientResponse, type PreparedRequest } from './exchange.js';
-import { passthroughRelay } from './relay.js';
+import { JsonTranslateRelay, passthroughRelay, StreamTranslateRelay, UsageStripRelay } from './relay.js';
+import {
+  anthropicRequestToOpenAI,
+  clientRequestedUsage,
+  isTranslationError,
+  openaiRequestToAnthropic,
+  withStreamUsage,
+  type AnthropicMessagesRequest,
+  type OpenAIChatRequest,
+} from '@sightline/translate';
 import { Metrics } from './metrics.js';
 import { validateAnthropic, validateOpenAI } from './validate.js';
 
@@ -233,7 +242,11 @@ function failRaw(rec: RequestRecord, res: ClientResponse, err: GatewayError): vo
   res.end(body);
 }
 
-/** Builds the upstream request for one target: passthrough in the same dialect. */
+/**
+ * Builds the upstream request for one target. Same dialect: the client's bytes as they
+ * came (re-encoded only to rename the model or to ask an OpenAI stream for usage).
+ * Other dialect: translated (packages/translate), with a relay that translates back.
+ */
 function prepareFor(
   target: Target,
   dialect: Dialect,
@@ -245,17 +258,34 @@ function prepareFor(
 ): PreparedRequest {
   const up = target.upstream;
   const upstreamModel = target.model ?? rec.model;
-  if (up.dialect !== dialect) {
-    throw new GatewayError(
-      'unsupported_route',
-      `The model \`${rec.model}\` routes to the ${up.dialect === 'anthropic' ? 'Anthropic' : 'OpenAI-compatible'} provider "${up.config.name}"; translating between the two APIs is not available yet.`,
-      'model',
-    );
+  const path = up.path(upstreamModel);
+  const headers = up.headers(clientHeaders, dialect, traceparent);
+  if (up.dialect === dialect) {
+    // Azure takes the deployment from the path; the body's model is left as the client sent it.
+    const rename = upstreamModel !== rec.model && up.config.type !== 'azure';
+    if (dialect === 'openai' && rec.stream && !clientRequestedUsage(body)) {
+      // Usage is captured for every stream: ask for it, and take the extra chunk out again.
+      const { request } = withStreamUsage(body);
+      const out = rename ? { ...request, model: upstreamModel } : request;
+      return { path, headers, body: Buffer.from(JSON.stringify(out)), relay: new UsageStripRelay(), upstreamModel };
+    }
+    const out = rename ? Buffer.from(JSON.stringify({ ...body, model: upstreamModel })) : raw;
+    return { path, headers, body: out, relay: passthroughRelay, upstreamModel };
   }
-  let out = raw;
-  // Azure takes the deployment from the path; the body's model is left as the client sent it.
-  if (upstreamModel !== rec.model && up.config.type !== 'azure') out = Buffer.from(JSON.stringify({ ...body, model: upstreamModel }));
-  return { path: up.path(upstreamModel), headers: up.headers(clientHeaders, dialect, traceparent), body: out, relay: passthroughRelay, upstreamModel };
+  let translated: unknown;
+  try {
+    translated =
+      dialect === 'openai'
+        ? openaiRequestToAnthropic(body as unknown as OpenAIChatRequest, { model: upstreamModel })
+        : anthropicRequestToOpenAI(body as unknown as AnthropicMessagesRequest, { model: upstreamModel });
+  } catch (e) {
+    if (isTranslationError(e)) throw new GatewayError('translation_failed', e.message, e.param, { cause: e });
+    throw e;
+  }
+  const relay = rec.stream
+    ? new StreamTranslateRelay(dialect, upstreamModel, dialect === 'openai' && clientRequestedUsage(body))
+    : new JsonTranslateRelay(dialect, upstreamModel);
+  return { path, headers, body: Buffer.from(JSON.stringify(translated)), relay, upstreamModel };
 }
 
 function one(v: string | string[] | undefined): string | undefined {

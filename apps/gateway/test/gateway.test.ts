@@ -249,10 +249,15 @@ test('a client that disconnects mid-stream aborts the upstream request and is ca
   assert.equal(spans.find((s) => s.is_root === 1)?.status_code, 'ERROR');
 });
 
-test('requests routed to an Anthropic provider are refused clearly until translation exists', async () => {
-  const r = await post(JSON.stringify({ model: 'claude-sonnet-4-5', messages: [] }));
-  assert.equal(r.status, 400);
-  assert.equal(r.json.error.code, 'unsupported_route');
+test('an OpenAI request for a Claude model is translated to the Anthropic provider', async () => {
+  mock.reset();
+  const r = await client().chat.completions.create({ model: 'claude-sonnet-4-5', messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'x' }] });
+  assert.equal(r.object, 'chat.completion');
+  assert.equal(r.choices[0]?.finish_reason, 'stop');
+  const up = mock.lastRequests().at(-1)!;
+  assert.equal(up.path, '/v1/messages');
+  assert.equal((up.body as { system: string }).system, 'be brief');
+  assert.equal(up.headers['x-api-key'], 'sk-client');
 });
 
 test('health and metrics', async () => {
