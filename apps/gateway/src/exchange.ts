@@ -16,7 +16,7 @@ import { now } from '@sightline/core';
 import { hasTokenDelta, keepResponseChunk, type RequestRecord } from '@sightline/capture';
 import { GatewayError } from './errors.js';
 import type { PreparedRoute, Target } from './providers.js';
-import type { Relay } from './relay.js';
+import { passthroughRelay, ScrubErrorRelay, UsageStripRelay, type Relay } from './relay.js';
 import { errorCode, UpstreamAttempt, type AttemptOwner } from './upstream.js';
 
 /** The parts of a server response (HTTP/1.1 or HTTP/2 compatibility API) the relay uses. */
@@ -191,6 +191,7 @@ export class Exchange implements AttemptOwner {
       const name = raw[i]!.toString('latin1').toLowerCase();
       if (passes(name)) headers[name] = raw[i + 1]!.toString('latin1');
     }
+    if (status >= 400 && (this.#relay === passthroughRelay || this.#relay instanceof UsageStripRelay)) this.#relay = new ScrubErrorRelay();
     const head = this.#relay!.head(status, headers);
     rec.status = head.status;
     this.res.writeHead(head.status, head.headers);

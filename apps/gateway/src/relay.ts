@@ -19,6 +19,7 @@ import {
   anthropicResponseToOpenAI,
   formatSse,
   isUsageOnlyChunk,
+  scrubSecrets,
   openaiErrorToAnthropic,
   openaiResponseToAnthropic,
   type AnthropicMessage,
@@ -43,6 +44,27 @@ export const passthroughRelay: Relay = {
   data: (chunk) => chunk,
   end: () => null,
 };
+
+/**
+ * A same-dialect provider error (status ≥ 400): relayed with anything that looks like a
+ * key (OpenAI echoes a masked key on 401) replaced, so keys never reach clients or logs.
+ * Error bodies are small; this is the only same-dialect path that holds bytes back.
+ */
+export class ScrubErrorRelay implements Relay {
+  readonly #chunks: Buffer[] = [];
+  head(status: number, headers: OutgoingHttpHeaders): { status: number; headers: OutgoingHttpHeaders } {
+    const h = { ...headers };
+    delete h['content-length'];
+    return { status, headers: h };
+  }
+  data(chunk: Buffer): null {
+    this.#chunks.push(chunk);
+    return null;
+  }
+  end(): string {
+    return scrubSecrets(Buffer.concat(this.#chunks).toString('utf8'));
+  }
+}
 
 /** Same-dialect OpenAI stream minus the usage-only chunk the client did not ask for. */
 export class UsageStripRelay implements Relay {

@@ -148,6 +148,8 @@ export class SpanBuilder {
 
   build(r: RequestRecord): BuiltRequest {
     const usage = extractUsage(r.responseChunks, r.stream);
+    // A stream cut short counts what was seen: at least one output token per delta received.
+    if (r.partial && r.stream && usage.deltas > usage.outputTokens) usage.outputTokens = usage.deltas;
     const stages = stageIntervals(r);
     const totalNs = markDiffNs(r.t0, r.tFinish);
     let upstreamNs = 0;
@@ -180,7 +182,7 @@ export class SpanBuilder {
     };
     if (r.upstreamHost !== '') rootAttrs['server.address'] = r.upstreamHost;
     if (usage.responseModel !== '') rootAttrs['gen_ai.response.model'] = usage.responseModel;
-    if (usage.found) {
+    if (usage.found || usage.outputTokens > 0) {
       rootAttrs['gen_ai.usage.input_tokens'] = usage.inputTokens;
       rootAttrs['gen_ai.usage.output_tokens'] = usage.outputTokens;
     }
@@ -251,6 +253,7 @@ export class SpanBuilder {
       cache_write_tokens: usage.cacheWriteTokens,
       request_bytes: r.requestBytes,
       response_bytes: r.responseBytes,
+      usage_partial: r.partial ? 1 : 0,
     };
     return { request, spans };
   }

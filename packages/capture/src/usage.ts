@@ -12,6 +12,8 @@ export interface Usage {
   cacheWriteTokens: number;
   /** Usage numbers were present in the response. */
   found: boolean;
+  /** Streams: content or tool-argument delta events seen (for a stream cut short before its usage). */
+  deltas: number;
 }
 
 type Json = Record<string, unknown>;
@@ -54,7 +56,7 @@ function applyEvent(u: Usage, ev: Json): void {
 }
 
 export function extractUsage(chunks: readonly Buffer[] | null, stream: boolean): Usage {
-  const u: Usage = { responseModel: '', inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, found: false };
+  const u: Usage = { responseModel: '', inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, found: false, deltas: 0 };
   if (chunks === null || chunks.length === 0) return u;
   const text = Buffer.concat(chunks).toString('utf8');
   if (!stream) {
@@ -72,12 +74,25 @@ export function extractUsage(chunks: readonly Buffer[] | null, stream: boolean):
     if (data === '' || data === '[DONE]' || data[0] !== '{') continue;
     try {
       const ev = obj(JSON.parse(data));
-      if (ev !== null) applyEvent(u, ev);
+      if (ev !== null) {
+        applyEvent(u, ev);
+        if (isDelta(ev)) u.deltas++;
+      }
     } catch {
       // A partial event at a truncation boundary.
     }
   }
   return u;
+}
+
+/** A content or tool-argument delta, in either dialect. */
+function isDelta(ev: Json): boolean {
+  if (ev.type === 'content_block_delta') return true;
+  const choices = ev.choices;
+  if (!Array.isArray(choices)) return false;
+  const delta = obj(obj(choices[0])?.delta);
+  if (delta === null) return false;
+  return (typeof delta.content === 'string' && delta.content !== '') || Array.isArray(delta.tool_calls);
 }
 
 const CONTENT = Buffer.from('"content":"');

@@ -69,6 +69,18 @@ test('a request that failed in parse closes parse at the error reply and flags i
   assert.equal(st2.find((s) => s.failed)?.name, 'route');
 });
 
+test('a stream cut short records the tokens seen so far and says so', () => {
+  const r = fullRecord();
+  r.stream = true;
+  r.partial = true;
+  r.aborted = true;
+  r.responseChunks = [Buffer.from('data: {"model":"m","choices":[{"delta":{"role":"assistant","content":""}}]}\n\ndata: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"choices":[{"delta":{"content":"b"}}]}\n\ndata: {"choices":[{"delta":{"content":"c"}}]}\n\n')];
+  const { request } = new SpanBuilder({ instance: 'gw' }).build(r);
+  assert.equal(request.output_tokens, 3);
+  assert.equal(request.usage_partial, 1);
+  assert.equal(request.aborted, 1);
+});
+
 test('a stream aborted by the client ends in a failed upstream.stream', () => {
   const r = fullRecord();
   r.stream = true;
@@ -84,7 +96,7 @@ test('a stream aborted by the client ends in a failed upstream.stream', () => {
 
 test('usage from OpenAI and Anthropic, JSON and SSE', () => {
   const oj = Buffer.from(JSON.stringify({ model: 'gpt-4o-2024', usage: { prompt_tokens: 11, completion_tokens: 22, prompt_tokens_details: { cached_tokens: 3 } } }));
-  assert.deepEqual(extractUsage([oj], false), { responseModel: 'gpt-4o-2024', inputTokens: 11, outputTokens: 22, cacheReadTokens: 3, cacheWriteTokens: 0, found: true });
+  assert.deepEqual(extractUsage([oj], false), { responseModel: 'gpt-4o-2024', inputTokens: 11, outputTokens: 22, cacheReadTokens: 3, cacheWriteTokens: 0, found: true, deltas: 0 });
   const os = ['data: {"model":"m1","choices":[{"delta":{"content":"hé"}}]}\n\n', 'data: {"model":"m1","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":6}}\n\n', 'data: [DONE]\n\n'];
   const u = extractUsage(os.map((s) => Buffer.from(s)), true);
   assert.equal(u.inputTokens, 5);
@@ -95,7 +107,8 @@ test('usage from OpenAI and Anthropic, JSON and SSE', () => {
     'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":15}}\n\n',
   ];
   const a = extractUsage(as.map((s) => Buffer.from(s)), true);
-  assert.deepEqual(a, { responseModel: 'claude-x', inputTokens: 9, outputTokens: 15, cacheReadTokens: 4, cacheWriteTokens: 2, found: true });
+  assert.deepEqual(a, { responseModel: 'claude-x', inputTokens: 9, outputTokens: 15, cacheReadTokens: 4, cacheWriteTokens: 2, found: true, deltas: 0 });
+  assert.equal(u.deltas, 1);
   assert.equal(extractUsage([Buffer.from('<html>bad gateway')], false).found, false);
 });
 

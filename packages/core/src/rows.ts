@@ -91,6 +91,8 @@ export interface RequestRow {
   cache_write_tokens: number;
   request_bytes: number;
   response_bytes: number;
+  /** 1 when the stream was cut short and the token counts are what had been seen. */
+  usage_partial: 0 | 1;
 }
 
 /** What one bus message carries: the capture of a batch of requests from one gateway. */

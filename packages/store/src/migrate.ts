@@ -90,7 +90,14 @@ export async function migrate(store: Store, migrations: Migration[] = readMigrat
       continue;
     }
     for (const stmt of m.statements) {
-      await store.command(stmt.replaceAll('{database}', db.text));
+      try {
+        await store.command(stmt.replaceAll('{database}', db.text));
+      } catch (e) {
+        // ClickHouse 18.16 has no ADD COLUMN IF NOT EXISTS: a column another runner (a
+        // second ingester starting at the same time) already added counts as done.
+        if (/^ALTER TABLE/i.test(stmt) && /already exists|DUPLICATE_COLUMN|Code: 44\b/i.test((e as Error).message)) continue;
+        throw e;
+      }
     }
     await store.command(
       sql`INSERT INTO ${record} (version, name, checksum, applied_at) VALUES (${m.version}, ${m.name}, ${m.checksum}, ${new Date()})`,

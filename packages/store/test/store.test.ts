@@ -32,8 +32,17 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
       const tables = await store.query<{ name: string }>(sql`SELECT name FROM system.tables WHERE database = ${store.database} ORDER BY name`);
       assert.deepEqual(
         tables.map((t) => t.name),
-        ['requests', 'schema_migrations', 'spans'],
+        ['ingest_batches', 'requests', 'schema_migrations', 'spans'],
       );
+    });
+
+    test('an ALTER another runner already applied counts as done; other failures do not', async () => {
+      const ms = readMigrations();
+      const racing = { version: 900, name: 'race', checksum: 'x', statements: ['ALTER TABLE {database}.requests ADD COLUMN usage_partial UInt8'] };
+      const r = await migrate(store, [...ms, racing]);
+      assert.deepEqual(r.applied, ['900_race']);
+      const broken = { version: 901, name: 'broken', checksum: 'y', statements: ['ALTER TABLE {database}.requests ADD COLUMN'] };
+      await assert.rejects(migrate(store, [...ms, racing, broken]), StoreError);
     });
 
     test('an edited migration is refused', async () => {
@@ -74,8 +83,8 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
         { trace_id: traceId, span_id: 'b'.repeat(16), parent_span_id: 'a'.repeat(16), name: 'parse', kind: 'internal', is_root: 0, start_time: nowS, start_time_unix_nano: ns, duration_ns: '2000', status_code: 'UNSET', status_message: '', model: 'gpt-4o', provider: 'openai', team: 't', instance: 'gw', attr_keys: [], attr_values: [] },
       ]);
       await store.insert('requests', [
-        { trace_id: traceId, span_id: 'a'.repeat(16), instance: 'gw', seq: '1', start_time: nowS, start_time_unix_nano: ns, method: 'POST', route: '/v1/chat/completions', dialect: 'openai', model: 'gpt-4o', response_model: 'gpt-4o', provider: 'openai', upstream_model: 'gpt-4o', team: 't', stream: 0, http_status: 200, upstream_status: 200, error_type: '', aborted: 0, total_ns: '2000', gateway_ns: '1000', upstream_ns: '1000', ttfb_ns: '0', ttft_ns: '0', input_tokens: 3, output_tokens: 4, cache_read_tokens: 0, cache_write_tokens: 0, request_bytes: 1, response_bytes: 2 },
-        { trace_id: 'c'.repeat(32), span_id: 'c'.repeat(16), instance: 'gw', seq: '2', start_time: nowS, start_time_unix_nano: ns, method: 'POST', route: '/v1/chat/completions', dialect: 'openai', model: 'nope', response_model: '', provider: '', upstream_model: '', team: 't', stream: 0, http_status: 404, upstream_status: 0, error_type: 'model_not_found', aborted: 0, total_ns: '2000', gateway_ns: '2000', upstream_ns: '0', ttfb_ns: '0', ttft_ns: '0', input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cache_write_tokens: 0, request_bytes: 1, response_bytes: 2 },
+        { trace_id: traceId, span_id: 'a'.repeat(16), instance: 'gw', seq: '1', start_time: nowS, start_time_unix_nano: ns, method: 'POST', route: '/v1/chat/completions', dialect: 'openai', model: 'gpt-4o', response_model: 'gpt-4o', provider: 'openai', upstream_model: 'gpt-4o', team: 't', stream: 0, http_status: 200, upstream_status: 200, error_type: '', aborted: 0, total_ns: '2000', gateway_ns: '1000', upstream_ns: '1000', ttfb_ns: '0', ttft_ns: '0', input_tokens: 3, output_tokens: 4, cache_read_tokens: 0, cache_write_tokens: 0, request_bytes: 1, response_bytes: 2, usage_partial: 0 },
+        { trace_id: 'c'.repeat(32), span_id: 'c'.repeat(16), instance: 'gw', seq: '2', start_time: nowS, start_time_unix_nano: ns, method: 'POST', route: '/v1/chat/completions', dialect: 'openai', model: 'nope', response_model: '', provider: '', upstream_model: '', team: 't', stream: 0, http_status: 404, upstream_status: 0, error_type: 'model_not_found', aborted: 0, total_ns: '2000', gateway_ns: '2000', upstream_ns: '0', ttfb_ns: '0', ttft_ns: '0', input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cache_write_tokens: 0, request_bytes: 1, response_bytes: 2, usage_partial: 0 },
       ]);
       for (const q of queries) {
         const rows = await store.query<Record<string, unknown>>(q);
