@@ -6,16 +6,24 @@
  * one (ReplacingMergeTree, see migrations/ and docs/schema.md).
  */
 import type { BusConsumer, BusMessage } from '@sightline/bus';
-import type { Store } from '@sightline/store';
-import { unixNanoNow, type CaptureBatch, type RequestRow, type SpanRow } from '@sightline/core';
+import { StoreError, type Store } from '@sightline/store';
+import { unixNanoNow, type CaptureBatch, type IngestBatchRow, type RequestRow, type SpanRow } from '@sightline/core';
 
 export interface IngesterOptions {
   consumer: BusConsumer;
   store: Store;
+  /** Name of this ingester in `ingest_batches`. */
+  name?: string;
   /** Messages (batches) written per ClickHouse insert, at most. Default 64. */
   maxMessages?: number;
   /** Milliseconds a fetch waits for messages. Default 1 000. */
   fetchWaitMs?: number;
+  /**
+   * Deliveries after which a message ClickHouse keeps refusing goes to the dead-letter
+   * subject. Only refusals count (ClickHouse answered that the data is bad); while
+   * ClickHouse is unreachable, messages wait however long it takes. Default 5.
+   */
+  maxDeliveries?: number;
   log?: (msg: string) => void;
 }
 
@@ -26,30 +34,41 @@ export interface IngesterStats {
   spans: number;
   /** Inserts that failed and were retried. */
   writeFailures: number;
-  /** Messages that were not capture batches (acknowledged and counted, not written). */
-  invalid: number;
+  /** Messages moved to the dead-letter subject (not capture batches, or refused by ClickHouse). */
+  deadLettered: number;
   /** Publish-to-written lag of the last written batch, in milliseconds. */
   lastLagMs: number;
+}
+
+interface Parsed {
+  m: BusMessage;
+  batch: CaptureBatch;
 }
 
 export class Ingester {
   readonly #consumer: BusConsumer;
   readonly #store: Store;
+  readonly #name: string;
   readonly #max: number;
   readonly #wait: number;
+  readonly #maxDeliveries: number;
   readonly #log: (msg: string) => void;
   #running = false;
   #loop: Promise<void> | null = null;
   #backoff = 0;
   #sleepTimer: NodeJS.Timeout | null = null;
   #wake: (() => void) | null = null;
-  readonly stats: IngesterStats = { batches: 0, requests: 0, spans: 0, writeFailures: 0, invalid: 0, lastLagMs: 0 };
+  readonly stats: IngesterStats = { batches: 0, requests: 0, spans: 0, writeFailures: 0, deadLettered: 0, lastLagMs: 0 };
+  /** Publish-to-write lag of recent batches, for the metrics histogram. */
+  readonly lagObservations: number[] = [];
 
   constructor(opts: IngesterOptions) {
     this.#consumer = opts.consumer;
     this.#store = opts.store;
+    this.#name = opts.name ?? 'ingester';
     this.#max = opts.maxMessages ?? 64;
     this.#wait = opts.fetchWaitMs ?? 1_000;
+    this.#maxDeliveries = opts.maxDeliveries ?? 5;
     this.#log = opts.log ?? (() => {});
   }
 
@@ -83,54 +102,104 @@ export class Ingester {
   }
 
   async #process(msgs: BusMessage[]): Promise<void> {
-    const requests: RequestRow[] = [];
-    const spans: SpanRow[] = [];
-    const good: BusMessage[] = [];
-    let oldestPublish = 0n;
+    const good: Parsed[] = [];
     for (const m of msgs) {
-      let batch: CaptureBatch;
       try {
-        batch = JSON.parse(Buffer.from(m.data).toString('utf8')) as CaptureBatch;
+        const batch = JSON.parse(Buffer.from(m.data).toString('utf8')) as CaptureBatch;
         if (batch.v !== 1 || !Array.isArray(batch.requests) || !Array.isArray(batch.spans)) throw new Error('not a v1 capture batch');
+        good.push({ m, batch });
       } catch (e) {
-        this.stats.invalid++;
-        this.#log(`message ${m.msgId} is not a capture batch (${(e as Error).message}); acknowledged and skipped`);
-        await m.ack().catch(() => {});
-        continue;
+        await this.#deadLetter(m, `not a capture batch: ${(e as Error).message}`);
       }
-      for (const r of batch.requests) requests.push(r);
-      for (const s of batch.spans) spans.push(s);
-      const pub = BigInt(batch.published_at_unix_nano || '0');
-      if (oldestPublish === 0n || (pub > 0n && pub < oldestPublish)) oldestPublish = pub;
-      good.push(m);
     }
     if (good.length === 0) return;
-    try {
-      // Spans first: a request row that is visible has its spans visible too.
-      await this.#store.insert('spans', spans);
-      await this.#store.insert('requests', requests);
-    } catch (e) {
-      this.stats.writeFailures++;
-      const delay = this.#nextBackoff();
-      this.#log(`write of ${good.length} batches failed, retrying in ${Math.round(delay)} ms: ${(e as Error).message}`);
-      for (const m of good) m.nak(delay);
-      await this.#sleep(delay);
+    const err = await this.#write(good);
+    if (err === null) {
+      this.#backoff = 0;
+      await this.#acked(good);
       return;
     }
-    this.#backoff = 0;
-    if (oldestPublish > 0n) this.stats.lastLagMs = Number(unixNanoNow() - oldestPublish) / 1e6;
-    for (const m of good) {
+    this.stats.writeFailures++;
+    if (err.rejected && good.length > 1) {
+      // One bad batch must not hold back the others: write them one by one.
+      for (const p of good) await this.#process([p.m]);
+      return;
+    }
+    if (err.rejected && good.length === 1 && good[0]!.m.deliveries >= this.#maxDeliveries) {
+      await this.#deadLetter(good[0]!.m, `ClickHouse refused the batch ${good[0]!.m.deliveries} times: ${err.message}`);
+      return;
+    }
+    const delay = this.#nextBackoff();
+    this.#log(`write of ${good.length} batches failed, retrying in ${Math.round(delay)} ms: ${err.message.split('\n')[0]}`);
+    for (const p of good) p.m.nak(delay);
+    await this.#sleep(delay);
+  }
+
+  /** Inserts spans, then requests, then the batch ledger: a visible request has its spans. */
+  async #write(good: Parsed[]): Promise<StoreError | null> {
+    const requests: RequestRow[] = [];
+    const spans: SpanRow[] = [];
+    const ledger: IngestBatchRow[] = [];
+    const written = unixNanoNow();
+    const writtenS = Number(written / 1_000_000_000n);
+    for (const { batch } of good) {
+      for (const r of batch.requests) requests.push(r);
+      for (const s of batch.spans) spans.push(s);
+      ledger.push({
+        instance: batch.instance,
+        batch: batch.batch,
+        ingester: this.#name,
+        published_at_unix_nano: batch.published_at_unix_nano || '0',
+        written_at_unix_nano: written.toString(),
+        written_at: writtenS,
+        requests: batch.requests.length,
+        spans: batch.spans.length,
+      });
+    }
+    try {
+      await this.#store.insert('spans', spans);
+      await this.#store.insert('requests', requests);
+      await this.#store.insert('ingest_batches', ledger);
+    } catch (e) {
+      return e instanceof StoreError ? e : new StoreError('SL_STORE_INSERT', (e as Error).message, { cause: e });
+    }
+    const nowNs = unixNanoNow();
+    for (const row of ledger) {
+      const pub = BigInt(row.published_at_unix_nano);
+      if (pub > 0n) {
+        const lag = Number(nowNs - pub) / 1e6;
+        this.stats.lastLagMs = lag;
+        if (this.lagObservations.length < 10_000) this.lagObservations.push(lag);
+      }
+    }
+    this.stats.requests += requests.length;
+    this.stats.spans += spans.length;
+    return null;
+  }
+
+  async #acked(good: Parsed[]): Promise<void> {
+    for (const { m } of good) {
       try {
         await m.ack();
       } catch (e) {
-        // Not acknowledged: the batch comes back and is written again, which the
-        // table engines collapse. Nothing is lost.
+        // Not acknowledged: the batch comes back and is written again, which the table
+        // engines collapse (docs/schema.md). Nothing is lost.
         this.#log(`ack of ${m.msgId} failed: ${(e as Error).message}`);
       }
     }
     this.stats.batches += good.length;
-    this.stats.requests += requests.length;
-    this.stats.spans += spans.length;
+  }
+
+  async #deadLetter(m: BusMessage, reason: string): Promise<void> {
+    try {
+      await this.#consumer.deadLetter(m, reason);
+      this.stats.deadLettered++;
+      this.#log(`message ${m.msgId} moved to the dead-letter subject: ${reason.split('\n')[0]}`);
+    } catch (e) {
+      // Not moved and not acknowledged: it will be delivered again and we try again.
+      this.#log(`dead-lettering ${m.msgId} failed: ${(e as Error).message}`);
+      m.nak(this.#nextBackoff());
+    }
   }
 
   #nextBackoff(): number {

@@ -17,9 +17,10 @@ async function main(): Promise<void> {
   if (natsUrl === undefined || natsUrl === '') throw new Error('NATS_URL is required (e.g. nats://127.0.0.1:4222)');
   const store = await storeFromEnv();
   // Wait for NATS as long as it takes to come up the first time, then reconnect forever.
-  const nc = await connectNats(natsUrl, instanceId('ingester'), { waitOnFirstConnect: true });
-  const consumer = await NatsConsumer.open(nc);
-  const handle = await startIngester({ consumer, store, port: envInt('INGESTER_PORT', 8082), host: process.env.INGESTER_HOST || '0.0.0.0', log });
+  const name = instanceId('ingester');
+  const nc = await connectNats(natsUrl, name, { waitOnFirstConnect: true });
+  const consumer = await NatsConsumer.open(nc, { ackWaitMs: envInt('INGESTER_ACK_WAIT_MS', 30_000) });
+  const handle = await startIngester({ consumer, store, port: envInt('INGESTER_PORT', 8082), host: process.env.INGESTER_HOST || '0.0.0.0', log, name });
   log(`consuming from ${natsUrl}, writing to ${store.kind} database ${store.database}; health on ${handle.url}`);
   onShutdown(async () => {
     log('shutting down');

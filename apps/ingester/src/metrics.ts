@@ -1,14 +1,49 @@
 /** `GET /metrics` for the ingester, Prometheus text format. */
-import type { IngesterStats } from './ingester.js';
+import type { Ingester } from './ingester.js';
 
-export function renderIngesterMetrics(s: IngesterStats): string {
+const LAG_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300];
+
+/** Cumulative lag histogram, fed from the ingester's recent observations on each scrape. */
+class LagHistogram {
+  readonly counts = new Array<number>(LAG_BUCKETS.length + 1).fill(0);
+  sum = 0;
+  count = 0;
+  take(obs: number[]): void {
+    for (const ms of obs.splice(0)) {
+      const s = ms / 1000;
+      let i = 0;
+      while (i < LAG_BUCKETS.length && s > LAG_BUCKETS[i]!) i++;
+      this.counts[i]!++;
+      this.sum += s;
+      this.count++;
+    }
+  }
+  render(): string {
+    const n = 'sightline_ingest_lag_seconds_histogram';
+    let out = `# HELP ${n} Publish-to-written lag of capture batches.\n# TYPE ${n} histogram\n`;
+    let acc = 0;
+    LAG_BUCKETS.forEach((b, i) => {
+      acc += this.counts[i]!;
+      out += `${n}_bucket{le="${b}"} ${acc}\n`;
+    });
+    return out + `${n}_bucket{le="+Inf"} ${this.count}\n${n}_sum ${this.sum}\n${n}_count ${this.count}\n`;
+  }
+}
+
+const histograms = new WeakMap<Ingester, LagHistogram>();
+
+export function renderIngesterMetrics(ingester: Ingester): string {
+  let h = histograms.get(ingester);
+  if (h === undefined) histograms.set(ingester, (h = new LagHistogram()));
+  h.take(ingester.lagObservations);
+  const s = ingester.stats;
   const lines: [string, string, 'counter' | 'gauge', number][] = [
     ['sightline_ingest_batches_total', 'Capture batches written and acknowledged.', 'counter', s.batches],
     ['sightline_ingest_requests_total', 'Request rows written.', 'counter', s.requests],
     ['sightline_ingest_spans_total', 'Span rows written.', 'counter', s.spans],
     ['sightline_ingest_write_failures_total', 'ClickHouse writes that failed and were retried.', 'counter', s.writeFailures],
-    ['sightline_ingest_invalid_messages_total', 'Bus messages that were not capture batches.', 'counter', s.invalid],
+    ['sightline_ingest_dead_lettered_total', 'Messages moved to the dead-letter subject.', 'counter', s.deadLettered],
     ['sightline_ingest_lag_seconds', 'Publish-to-written lag of the last batch.', 'gauge', s.lastLagMs / 1000],
   ];
-  return lines.map(([n, h, t, v]) => `# HELP ${n} ${h}\n# TYPE ${n} ${t}\n${n} ${v}\n`).join('');
+  return lines.map(([n, help, t, v]) => `# HELP ${n} ${help}\n# TYPE ${n} ${t}\n${n} ${v}\n`).join('') + h.render();
 }

@@ -15,6 +15,8 @@ export interface StartIngesterOptions {
   host?: string;
   /** Apply migrations before consuming. Default true. */
   migrate?: boolean;
+  /** Name in `ingest_batches`. */
+  name?: string;
   log?: (msg: string) => void;
 }
 
@@ -46,7 +48,7 @@ export async function migrateWithRetry(store: Store, log: (msg: string) => void,
 export async function startIngester(opts: StartIngesterOptions): Promise<IngesterHandle> {
   const log = opts.log ?? (() => {});
   if (opts.migrate !== false) await migrateWithRetry(opts.store, log);
-  const ingester = new Ingester({ consumer: opts.consumer, store: opts.store, log });
+  const ingester = new Ingester({ consumer: opts.consumer, store: opts.store, log, name: opts.name });
   ingester.start();
   let app: FastifyInstance | null = null;
   let url = '';
@@ -55,7 +57,7 @@ export async function startIngester(opts: StartIngesterOptions): Promise<Ingeste
     app.get('/healthz', async () => ({ ok: true, ...ingester.stats }));
     app.get('/metrics', async (_req, reply) => {
       reply.header('content-type', 'text/plain; version=0.0.4');
-      return renderIngesterMetrics(ingester.stats);
+      return renderIngesterMetrics(ingester);
     });
     const host = opts.host ?? '0.0.0.0';
     await app.listen({ port: opts.port, host });

@@ -26,6 +26,8 @@ export class MemoryBus implements BusPublisher, BusConsumer {
   readonly #inFlight = new Set<Entry>();
   readonly #seen = new Map<string, number>();
   readonly #waiters: (() => void)[] = [];
+  /** Messages moved aside by deadLetter(), with their reasons. */
+  readonly deadLetters: { msgId: string; reason: string; data: Uint8Array }[] = [];
   readonly #dupWindow: number;
   readonly #ackWait: number;
   readonly #max: number;
@@ -98,6 +100,11 @@ export class MemoryBus implements BusPublisher, BusConsumer {
         e.timer.unref();
       },
     };
+  }
+
+  async deadLetter(m: BusMessage, reason: string): Promise<void> {
+    this.deadLetters.push({ msgId: m.msgId, reason, data: m.data });
+    await m.ack();
   }
 
   #redeliver(e: Entry): void {

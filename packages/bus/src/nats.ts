@@ -11,6 +11,7 @@ import {
   connect,
   DeliverPolicy,
   DiscardPolicy,
+  headers,
   nanos,
   RetentionPolicy,
   StorageType,
@@ -25,6 +26,9 @@ import type { BusConsumer, BusMessage, BusPublisher } from './types.js';
 export const STREAM_NAME = 'SIGHTLINE_SPANS';
 export const SUBJECT = 'sightline.spans.v1';
 export const DURABLE_NAME = 'sightline-ingester';
+/** Batches the ingester could not write, kept for inspection (`nats stream view SIGHTLINE_DEADLETTER`). */
+export const DEADLETTER_STREAM = 'SIGHTLINE_DEADLETTER';
+export const DEADLETTER_SUBJECT = 'sightline.deadletter.v1';
 
 export interface StreamOptions {
   /** Bytes the stream may hold before refusing new batches. Default 1 GiB. */
@@ -123,11 +127,33 @@ export class NatsConsumer implements BusConsumer {
         ack_policy: AckPolicy.Explicit,
         deliver_policy: DeliverPolicy.All,
         ack_wait: nanos(opts.ackWaitMs ?? 30_000),
+        max_deliver: -1,
         max_ack_pending: opts.maxAckPending ?? 1_000,
         filter_subject: SUBJECT,
       });
     }
+    try {
+      await jsm.streams.info(DEADLETTER_STREAM);
+    } catch (e) {
+      if (!isNotFound(e)) throw e;
+      await jsm.streams.add({
+        name: DEADLETTER_STREAM,
+        subjects: [DEADLETTER_SUBJECT],
+        retention: RetentionPolicy.Limits,
+        storage: StorageType.File,
+        max_age: nanos(30 * 24 * 3600 * 1000),
+        duplicate_window: nanos(120_000),
+      });
+    }
     return new NatsConsumer(nc, nc.jetstream());
+  }
+
+  async deadLetter(m: BusMessage, reason: string): Promise<void> {
+    const h = headers();
+    h.set('Sightline-Reason', reason.replace(/[\r\n]+/g, ' ').slice(0, 1000));
+    h.set('Sightline-Original-Msg-Id', m.msgId);
+    await this.js.publish(DEADLETTER_SUBJECT, m.data, { msgID: `dl/${m.msgId}`, headers: h, timeout: 5_000 });
+    await m.ack();
   }
 
   async fetch(max: number, expiresMs: number): Promise<BusMessage[]> {

@@ -31,5 +31,10 @@ export interface BusPublisher {
 export interface BusConsumer {
   /** Up to `max` messages; waits at most `expiresMs` for the first one. */
   fetch(max: number, expiresMs: number): Promise<BusMessage[]>;
+  /**
+   * Moves a message that cannot be processed to the dead-letter subject (with the
+   * reason), then acknowledges it. Resolves once the dead letter is stored.
+   */
+  deadLetter(m: BusMessage, reason: string): Promise<void>;
   close(): Promise<void>;
 }

@@ -107,3 +107,15 @@ export interface CaptureBatch {
   requests: RequestRow[];
   spans: SpanRow[];
 }
+
+/** One row of `ingest_batches`: a capture batch as written by an ingester. */
+export interface IngestBatchRow {
+  instance: string;
+  batch: string;
+  ingester: string;
+  published_at_unix_nano: string;
+  written_at_unix_nano: string;
+  written_at: number;
+  requests: number;
+  spans: number;
+}

@@ -77,7 +77,9 @@ export class ClickHouseServerStore implements Store {
     try {
       await this.#client.insert({ table: `${this.database}.${table}`, values: rows as object[], format: 'JSONEachRow' });
     } catch (e) {
-      throw new StoreError('SL_STORE_INSERT', `ClickHouse insert into ${table} failed: ${(e as Error).message}`, { cause: e });
+      const code = (e as { code?: unknown }).code;
+      const prefix = typeof code === 'string' && /^\d+$/.test(code) ? `Code: ${code}. ` : '';
+      throw new StoreError('SL_STORE_INSERT', `ClickHouse insert into ${table} failed: ${prefix}${(e as Error).message}`, { cause: e });
     }
   }
 

@@ -1,0 +1,130 @@
+/**
+ * The ingester between a real nats-server and a real clickhouse-server: writes, acks
+ * after the write, dead-letters what ClickHouse refuses or what is not a batch, keeps
+ * redelivered batches from counting twice, and waits out a ClickHouse outage.
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { ClickHouseServerStore, migrate, sql, table } from '@sightline/store';
+import { connectNats, ensureStream, NatsConsumer, NatsPublisher, DEADLETTER_STREAM, STREAM_NAME, DURABLE_NAME } from '@sightline/bus';
+import { Ingester } from '@sightline/app-ingester';
+import { RequestRecord, SpanBuilder } from '@sightline/capture';
+import { newTraceId, now, type CaptureBatch } from '@sightline/core';
+import { ClickHouseServer, NatsServer, waitFor } from '../../../test/support/servers.js';
+import type { NatsConnection } from 'nats';
+
+let nats: NatsServer;
+let ch: ClickHouseServer;
+let store: ClickHouseServerStore;
+let pubConn: NatsConnection;
+let publisher: NatsPublisher;
+let consumer: NatsConsumer;
+let ingester: Ingester;
+const builder = new SpanBuilder({ instance: 'gw-ing' });
+let batchNo = 0;
+
+function batch(n: number, instance = 'gw-ing'): CaptureBatch {
+  const b: CaptureBatch = { v: 1, instance, batch: String(++batchNo), requests_count: n, published_at_unix_nano: (BigInt(Date.now()) * 1_000_000n).toString(), requests: [], spans: [] };
+  for (let i = 0; i < n; i++) {
+    const r = new RequestRecord();
+    const t = now();
+    r.traceId = newTraceId();
+    r.seq = batchNo * 1000 + i;
+    r.t0 = t;
+    r.tBody = t + 0.1;
+    r.tEnd = t + 0.2;
+    r.tFinish = t + 0.3;
+    r.status = 400;
+    const built = builder.build(r);
+    b.requests.push(built.request);
+    b.spans.push(...built.spans);
+  }
+  return b;
+}
+
+async function publish(b: CaptureBatch | string, id?: string): Promise<void> {
+  const data = Buffer.from(typeof b === 'string' ? b : JSON.stringify(b));
+  await publisher.publish(data, id ?? (typeof b === 'string' ? `raw-${Math.random()}` : `${b.instance}/${b.batch}`), 5000);
+}
+
+async function count(q: string): Promise<number> {
+  const rows = await store.query<{ n: string | number }>(q);
+  return Number(rows[0]?.n ?? 0);
+}
+
+const requestsFinal = () => count(sql`SELECT count() AS n FROM ${table('sightline', 'requests')} FINAL WHERE instance = 'gw-ing'`);
+
+async function pendingAcks(): Promise<number> {
+  const jsm = await pubConn.jetstreamManager();
+  const info = await jsm.consumers.info(STREAM_NAME, DURABLE_NAME);
+  return info.num_pending + info.num_ack_pending;
+}
+
+before(async () => {
+  [nats, ch] = await Promise.all([NatsServer.start(), ClickHouseServer.start()]);
+  store = new ClickHouseServerStore({ url: ch.url, database: 'sightline' });
+  await migrate(store);
+  pubConn = await connectNats(nats.url, 'test-pub');
+  await ensureStream(await pubConn.jetstreamManager());
+  publisher = new NatsPublisher(pubConn);
+  consumer = await NatsConsumer.open(await connectNats(nats.url, 'test-ingester'), { ackWaitMs: 2000 });
+  ingester = new Ingester({ consumer, store, name: 'ing-test', fetchWaitMs: 200, maxDeliveries: 2 });
+  ingester.start();
+});
+
+after(async () => {
+  await ingester.stop();
+  await consumer.close();
+  await publisher.close();
+  await store.close();
+  await Promise.all([nats.dispose(), ch.dispose()]);
+});
+
+test('batches are written, then acknowledged; the ledger records each batch', async () => {
+  await publish(batch(3));
+  await publish(batch(2));
+  await waitFor('5 requests in ClickHouse', async () => (await requestsFinal()) === 5);
+  await waitFor('no message left unacknowledged', async () => (await pendingAcks()) === 0);
+  assert.equal(await count(sql`SELECT count() AS n FROM ${table('sightline', 'ingest_batches')} FINAL WHERE instance = 'gw-ing'`), 2);
+  assert.ok(ingester.stats.lastLagMs >= 0);
+});
+
+test('a batch delivered twice is counted once', async () => {
+  const b = batch(4);
+  await publish(b, 'first-delivery');
+  await publish(b, 'second-delivery-after-the-dedup-window');
+  await waitFor('both deliveries written', async () => (await count(sql`SELECT count() AS n FROM ${table('sightline', 'ingest_batches')} WHERE instance = 'gw-ing' AND batch = ${Number(b.batch)}`)) === 2);
+  assert.equal(await requestsFinal(), 9);
+  assert.equal(await count(sql`SELECT uniqExact(trace_id) AS n FROM ${table('sightline', 'requests')} WHERE instance = 'gw-ing'`), 9);
+  assert.equal(await count(sql`SELECT count() AS n FROM ${table('sightline', 'ingest_batches')} FINAL WHERE instance = 'gw-ing'`), 3);
+});
+
+test('what is not a batch, and what ClickHouse keeps refusing, goes to the dead-letter subject; the rest is written', async () => {
+  const before = ingester.stats.deadLettered;
+  const bad = batch(1);
+  (bad.spans[0] as unknown as Record<string, unknown>).duration_ns = 'not a number';
+  const good = batch(2);
+  await publish('this is not json');
+  await publish(bad);
+  await publish(good);
+  await waitFor('good batch written', async () => (await requestsFinal()) === 11);
+  await waitFor('two dead letters', () => ingester.stats.deadLettered === before + 2, 20_000);
+  const jsm = await pubConn.jetstreamManager();
+  assert.equal((await jsm.streams.info(DEADLETTER_STREAM)).state.messages, 2);
+  await waitFor('nothing left unacknowledged', async () => (await pendingAcks()) === 0);
+  assert.equal(await count(sql`SELECT count() AS n FROM ${table('sightline', 'requests')} FINAL WHERE trace_id = ${bad.requests[0]!.trace_id}`), 0);
+});
+
+test('while ClickHouse is down nothing is acknowledged; after it is back everything is written once', async () => {
+  await ch.stop();
+  const b1 = batch(3);
+  const b2 = batch(3);
+  await publish(b1);
+  await publish(b2);
+  await waitFor('a failed write', () => ingester.stats.writeFailures > 0, 10_000);
+  assert.ok((await pendingAcks()) >= 2, 'batches stay on the stream');
+  await ch.start();
+  await waitFor('all written after the restart', async () => (await requestsFinal()) === 17, 30_000);
+  await waitFor('acknowledged', async () => (await pendingAcks()) === 0, 10_000);
+  assert.equal(await count(sql`SELECT uniqExact(trace_id) AS n FROM ${table('sightline', 'requests')} WHERE instance = 'gw-ing'`), 17);
+});
