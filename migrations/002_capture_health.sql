@@ -3,10 +3,11 @@
 -- requests.usage_partial: the stream was cut short (client left, provider failed), so
 -- the token counts are what had been seen by then (docs/schema.md).
 --
--- ingest_batches: one row per capture batch written, with when the gateway published it
--- and when the ingester wrote it: ingest lag, and per-instance batch accounting.
--- ReplacingMergeTree on (instance, batch): a redelivered batch writes the same key again
--- and is counted once.
+-- ingest_batches: a ledger with one row per write of a capture batch: when the gateway
+-- published it and when the ingester wrote it (ingest lag). A batch redelivered after a
+-- crash is written again and gets a second row, on purpose: the ledger shows
+-- redeliveries; readers take the first write per (instance, batch) — the moment the
+-- batch became visible — as the query API does.
 
 ALTER TABLE {database}.requests ADD COLUMN usage_partial UInt8;
 
@@ -21,6 +22,6 @@ CREATE TABLE IF NOT EXISTS {database}.ingest_batches
     requests UInt32,
     spans UInt32
 )
-ENGINE = ReplacingMergeTree
+ENGINE = MergeTree
 PARTITION BY toYYYYMMDD(written_at)
-ORDER BY (instance, batch);
+ORDER BY (instance, batch, written_at_unix_nano);

@@ -7,7 +7,7 @@ import { StoreError, type Store } from '@sightline/store';
 import { unixNanoNow } from '@sightline/core';
 import { QueryError } from './errors.js';
 import { stringParam, timeParam, traceIdParam } from './params.js';
-import { requestsByTrace, stageStats } from './queries.js';
+import { captureHealth, requestsByTrace, stageStats } from './queries.js';
 
 export interface QueryServerOptions {
   store: Store;
@@ -71,6 +71,22 @@ export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
       provider: filter.provider,
       team: filter.team,
       stages,
+    };
+  });
+
+  app.get<{ Querystring: Record<string, unknown> }>('/v1/capture', async (req) => {
+    const q = req.query;
+    const now = unixNanoNow();
+    const toNs = timeParam('to', q.to, now);
+    const fromNs = timeParam('from', q.from, toNs - 3600n * 1_000_000_000n);
+    if (fromNs >= toNs) throw new QueryError('bad_parameter', '`from` must be before `to`');
+    if (toNs - fromNs > 31n * 24n * 3600n * 1_000_000_000n) throw new QueryError('bad_parameter', 'the range from `from` to `to` must be at most 31 days');
+    const instance = stringParam('instance', q.instance);
+    const health = await captureHealth(store, fromNs, toNs, instance);
+    return {
+      from: new Date(Number(fromNs / 1_000_000n)).toISOString(),
+      to: new Date(Number(toNs / 1_000_000n)).toISOString(),
+      ...health,
     };
   });
 

@@ -1,0 +1,146 @@
+/**
+ * The query API over both engines (a real clickhouse-server 18.16 and chdb 26.x), with
+ * rows made by the real span builder: waterfalls and attempts, stage percentiles,
+ * capture health (served vs captured per instance and minute), ingest lag, and errors.
+ */
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ChdbStore, ClickHouseServerStore, migrate, type Store } from '@sightline/store';
+import { RequestRecord, SpanBuilder } from '@sightline/capture';
+import { newTraceId, newSpanId, now, type IngestBatchRow } from '@sightline/core';
+import { buildQueryServer } from '@sightline/app-query';
+import type { FastifyInstance } from 'fastify';
+import { ClickHouseServer } from '../../../test/support/servers.js';
+
+function record(seq: number, opts: { retried?: boolean } = {}): RequestRecord {
+  const r = new RequestRecord();
+  const t = now();
+  r.seq = seq;
+  r.traceId = newTraceId();
+  r.rootSpanId = newSpanId();
+  r.t0 = t;
+  r.tBody = t + 0.05;
+  r.tParsed = t + 0.06;
+  r.tAuth = t + 0.07;
+  r.tRouted = t + 0.08;
+  r.tBuilt = t + 0.1;
+  if (opts.retried) {
+    r.attempts = [{ provider: 'p', model: 'gpt-4o', upstreamHost: 'http://x', start: t + 0.1, end: t + 3, status: 500, errorType: 'upstream_error', errorMessage: 'provider p answered 500' }];
+    r.tAttempt = t + 5;
+  }
+  r.tSent = t + 6;
+  r.tFirstByte = t + 20;
+  r.tLastByte = t + 30;
+  r.tEnd = t + 30.1;
+  r.tFinish = t + 30.2;
+  r.method = 'POST';
+  r.route = '/v1/chat/completions';
+  r.model = 'gpt-4o';
+  r.upstreamModel = 'gpt-4o';
+  r.provider = 'p';
+  r.team = 'search';
+  r.status = 200;
+  r.upstreamStatus = 200;
+  return r;
+}
+
+function suite(name: string, open: () => Promise<{ store: Store; done: () => Promise<void> }>) {
+  describe(name, () => {
+    let store: Store;
+    let done: () => Promise<void>;
+    let app: FastifyInstance;
+    const builder = new SpanBuilder({ instance: 'gw-q' });
+    let retriedTrace = '';
+    const since = Date.now() - 1000;
+
+    before(async () => {
+      ({ store, done } = await open());
+      await migrate(store);
+      app = buildQueryServer({ store });
+      // Requests 1..10 served, 4 and 7 never captured; 2 delivered twice.
+      const built = [1, 2, 3, 5, 6, 8, 9, 10].map((seq) => builder.build(record(seq, { retried: seq === 3 })));
+      retriedTrace = built[2]!.request.trace_id;
+      const requests = built.map((b) => b.request);
+      const spans = built.flatMap((b) => b.spans);
+      await store.insert('spans', spans);
+      await store.insert('requests', requests);
+      await store.insert('requests', [built[1]!.request]);
+      await store.insert('spans', built[1]!.spans);
+      const nowNs = BigInt(Date.now()) * 1_000_000n;
+      const ledger: IngestBatchRow[] = [
+        { instance: 'gw-q', batch: '1', ingester: 'i', published_at_unix_nano: String(nowNs - 40_000_000n), written_at_unix_nano: String(nowNs), written_at: Math.floor(Date.now() / 1000), requests: 4, spans: 40 },
+        { instance: 'gw-q', batch: '2', ingester: 'i', published_at_unix_nano: String(nowNs - 10_000_000n), written_at_unix_nano: String(nowNs), written_at: Math.floor(Date.now() / 1000), requests: 4, spans: 40 },
+        // batch 2 again, later (a redelivery): lag counts the first, visible write
+        { instance: 'gw-q', batch: '2', ingester: 'i', published_at_unix_nano: String(nowNs - 10_000_000n), written_at_unix_nano: String(nowNs + 5_000_000_000n), written_at: Math.floor(Date.now() / 1000), requests: 4, spans: 40 },
+      ];
+      await store.insert('ingest_batches', ledger);
+    });
+    after(async () => {
+      await app.close();
+      await done();
+    });
+
+    test('capture health: served from request numbers, captured once, gaps are missing', async () => {
+      const res = await app.inject({ url: `/v1/capture?from=${new Date(since - 60_000).toISOString()}` });
+      assert.equal(res.statusCode, 200);
+      const body = res.json() as { instances: { instance: string; served: number; captured: number; missing: number; minutes: { served: number; captured: number }[] }[]; lag: { batches: number; p50_ms: number; max_ms: number } };
+      const inst = body.instances.find((i) => i.instance === 'gw-q')!;
+      assert.equal(inst.served, 10);
+      assert.equal(inst.captured, 8);
+      assert.equal(inst.missing, 2);
+      assert.equal(inst.minutes.reduce((a, m) => a + m.served, 0), 10);
+      assert.equal(body.lag.batches, 2);
+      assert.ok(Math.abs(body.lag.max_ms - 40) < 1, `max lag ${body.lag.max_ms}`);
+    });
+
+    test('a request with a retry: waterfall of stages, and each attempt listed', async () => {
+      const res = await app.inject({ url: `/v1/requests/${retriedTrace}` });
+      assert.equal(res.statusCode, 200);
+      const body = res.json() as { requests: { total_ns: number; waterfall: { stage: string; duration_ns: number }[]; attempts: { attempt: number; status: number; ok: boolean }[] }[] };
+      assert.equal(body.requests.length, 1);
+      const r = body.requests[0]!;
+      assert.ok(r.waterfall.some((w) => w.stage === 'upstream.retry'));
+      assert.ok(!r.waterfall.some((w) => w.stage === 'upstream.attempt'));
+      assert.equal(r.waterfall.reduce((a, w) => a + w.duration_ns, 0), r.total_ns);
+      assert.deepEqual(r.attempts.map((a) => [a.attempt, a.status, a.ok]), [[1, 500, false], [2, 200, true]]);
+    });
+
+    test('a request stored twice is returned once', async () => {
+      const res = await app.inject({ url: '/v1/stages?model=gpt-4o' });
+      const body = res.json() as { stages: { stage: string; count: number; p50_ns: number }[] };
+      const parse = body.stages.find((s) => s.stage === 'parse')!;
+      assert.equal(parse.count, 8, 'each request counted once');
+      assert.ok(!body.stages.some((s) => s.stage === 'upstream.attempt'), 'attempt spans are not stages');
+      assert.equal(body.stages.find((s) => s.stage === 'upstream.retry')?.count, 1);
+      assert.ok(Math.abs(parse.p50_ns - 10_000) <= 2, `parse p50 ${parse.p50_ns}`);
+    });
+
+    test('bad parameters are 400s with a message; unknown ids are 404s', async () => {
+      for (const url of ['/v1/requests/xyz', '/v1/stages?from=tomorrow', '/v1/stages?from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z', '/v1/capture?to=nope', `/v1/stages?model=${'m'.repeat(300)}`]) {
+        const res = await app.inject({ url });
+        assert.equal(res.statusCode, 400, url);
+        const b = res.json() as { error: { code: string; message: string } };
+        assert.equal(b.error.code, 'bad_parameter');
+        assert.ok(b.error.message.length > 10);
+      }
+      const nf = await app.inject({ url: `/v1/requests/${newTraceId()}` });
+      assert.equal(nf.statusCode, 404);
+      assert.equal((nf.json() as { error: { code: string } }).error.code, 'not_found');
+    });
+  });
+}
+
+suite('clickhouse-server', async () => {
+  const server = await ClickHouseServer.start();
+  const store = new ClickHouseServerStore({ url: server.url, database: 'sightline' });
+  return { store, done: async () => { await store.close(); await server.dispose(); } };
+});
+
+suite('chdb', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sightline-q-'));
+  const store = await ChdbStore.open({ path: dir });
+  return { store, done: async () => { await store.close(); rmSync(dir, { recursive: true, force: true }); } };
+});
