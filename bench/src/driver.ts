@@ -278,8 +278,9 @@ export async function runBlock(spec: BlockSpec): Promise<BlockResult> {
   {
     const width = Math.max(1, Math.min(spec.connections, 64));
     let left = spec.prewarm;
+    const until = performance.now() + spec.prewarmMs;
     const worker = async (): Promise<void> => {
-      while (left > 0 && performance.now() < deadline) {
+      while ((left > 0 || performance.now() < until) && performance.now() < deadline) {
         left--;
         tally.attempted++;
         const o = await send(pool, opts, request, performance.now());

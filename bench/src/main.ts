@@ -8,7 +8,8 @@
  * preflight so that a missing `npm --prefix bench install` is reported as such, not as a
  * module resolution stack trace.
  *
- * Flags: --quick (short run, < 5 min), --no-netns, --no-pin, --only a,b (scenario names, for
+ * Flags: --quick (short run, < 5 min), --no-netns, --pin apart|split|none (--no-pin = none),
+ * --only a,b (scenario names, for
  * development; `ladder` is one), --help. Exit code: 0 when every validity gate passed, 1 when a
  * gate failed, 2 when the run could not start, 3 when the run hit its overall time bound.
  */
@@ -23,17 +24,19 @@ const BENCH = fileURLToPath(new URL('../', import.meta.url));
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const INNER_ENV = 'SIGHTLINE_BENCH_INNER';
 
-const USAGE = `usage: npm run bench [-- --quick] [--no-netns] [--no-pin] [--only scenario,...]
+const USAGE = `usage: npm run bench [-- --quick] [--no-netns] [--pin apart|split|none] [--only scenario,...]
   --quick     short run (warm-up 2,200 requests per arm, 2 rounds, ladder 500 and 1,000 req/s)
   --no-netns  do not re-run inside a loopback-only network namespace (Portkey is then skipped)
-  --no-pin    do not pin processes to cores with taskset
+  --pin       CPU layout with taskset (default apart: driver and capture pipeline on CPU 0,
+              mock and proxy under test on CPU 1; split: proxy alone on CPU 1; none)
+  --no-pin    same as --pin none
   --only      run only these scenarios (json-1k-seq, json-1k-c16, json-16k-seq, json-64k-seq,
               sse-openai, sse-anthropic, sse-cross, ladder); gates still apply to what ran`;
 
 export interface Flags {
   quick: boolean;
   netns: boolean;
-  pin: boolean;
+  pin: 'apart' | 'split' | 'none';
   only: string[] | null;
 }
 
@@ -43,16 +46,19 @@ function flags(): Flags | null {
       quick: { type: 'boolean' },
       'no-netns': { type: 'boolean' },
       'no-pin': { type: 'boolean' },
+      pin: { type: 'string' },
       only: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
   });
   if (values.help === true) return null;
+  const pin = values['no-pin'] === true ? 'none' : (values.pin ?? 'apart');
+  if (pin !== 'apart' && pin !== 'split' && pin !== 'none') throw new Error(`--pin must be apart, split or none, got ${pin}`);
   return {
     quick: values.quick === true,
     netns: values['no-netns'] !== true,
-    pin: values['no-pin'] !== true,
+    pin,
     only: values.only === undefined ? null : values.only.split(',').map((s) => s.trim()).filter((s) => s !== ''),
   };
 }
@@ -147,7 +153,7 @@ async function main(): Promise<number> {
     return reexecInNamespace(process.argv.slice(2));
   }
   const { run } = await import('./run.js');
-  return run({ ...f, netns: inner, pin: f.pin && pre.pinPossible });
+  return run({ ...f, netns: inner, pin: pre.pinPossible ? f.pin : 'none' });
 }
 
 main().then(

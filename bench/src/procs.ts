@@ -8,13 +8,35 @@ import type { ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
-/** Which CPU each role runs on; null when the run does not pin (see docs/benchmarks.md). */
+/**
+ * Which CPU each role runs on; null when the run does not pin (docs/benchmarks.md discusses the
+ * layouts). The proxies all live on `proxy` and are busy one at a time.
+ */
 export interface Pinning {
-  /** Orchestrator, driver, mock, NATS, ClickHouse, ingester. */
+  layout: 'apart' | 'split';
+  /** Orchestrator, driver, NATS, ClickHouse, ingester. */
   load: number;
-  /** The one proxy under test in the current block (all proxies live here, idle in turn). */
+  /** The mock provider. */
+  mock: number;
+  /** The proxy under test (gateways, node-proxy, nginx, portkey). */
   proxy: number;
 }
+
+export const PIN_LAYOUTS = {
+  /**
+   * Driver apart: the driver (and the capture pipeline) on CPU 0, mock and proxies on CPU 1. The
+   * floor (driver → mock) and every arm (driver → proxy → mock) cross between the cores the same
+   * number of times, so the added latency holds the proxy's own work and its loopback hop, not
+   * the machine's cross-core wake-up cost. The default.
+   */
+  apart: { layout: 'apart', load: 0, mock: 1, proxy: 1 },
+  /**
+   * Proxy alone: the proxy under test has CPU 1 to itself, everything else shares CPU 0. Every
+   * arm then pays two cross-core wake-ups per request that the floor does not, which on this
+   * virtual machine adds ~100 µs to every proxy arm alike.
+   */
+  split: { layout: 'split', load: 0, mock: 0, proxy: 1 },
+} as const satisfies Record<string, Pinning>;
 
 export function findBinary(name: string): string | undefined {
   for (const dir of (process.env['PATH'] ?? '').split(':').concat(['/usr/sbin', '/usr/bin', '/usr/local/bin', '/sbin'])) {

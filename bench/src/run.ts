@@ -19,7 +19,7 @@ import { execFileSync } from 'node:child_process';
 import { DriverClient } from './driver-client.js';
 import { OPEN_LOOP_MAX_IN_FLIGHT } from './driver.js';
 import { percentilesOf } from './histogram.js';
-import { affinityOf, findBinary, foreignCpuPct, pinPid, sampleCpu, sleep } from './procs.js';
+import { PIN_LAYOUTS, affinityOf, findBinary, foreignCpuPct, pinPid, sampleCpu, sleep } from './procs.js';
 import type { CpuSample } from './procs.js';
 import type { Pinning } from './procs.js';
 import { chVersion, countCaptured } from './clickhouse.js';
@@ -39,7 +39,8 @@ export interface RunOptions {
   quick: boolean;
   /** Running inside the loopback-only namespace. */
   netns: boolean;
-  pin: boolean;
+  /** CPU layout (procs.ts PIN_LAYOUTS), or none. */
+  pin: 'apart' | 'split' | 'none';
   only: string[] | null;
 }
 
@@ -61,6 +62,8 @@ const RUN_BOUND_MS = { quick: 15 * 60_000, full: 90 * 60_000 };
  * means capture is stuck, not slow.
  */
 const STALL_MS = 8_000;
+/** Once capture was seen stuck in this run, later waits stop after this long without progress. */
+const STALL_AGAIN_MS = 2_000;
 /** Per-request timeout for latency blocks. */
 const REQUEST_TIMEOUT_MS = 30_000;
 
@@ -93,6 +96,8 @@ interface Measured {
 
 class Runner {
   readonly gates: Gate[] = [];
+  /** Set when a completeness wait gave up on a stalled count: later waits give up sooner. */
+  captureStuck = false;
   /** Per Sightline-instance team: requests sent through the gateway (for the final recount). */
   readonly sentByTeam = new Map<string, number>();
 
@@ -175,7 +180,11 @@ class Runner {
         changed = Date.now();
       }
       // More than expected would mean a request counted twice: stop waiting, the gate reports it.
-      if (n >= expected || Date.now() > deadline || Date.now() - changed > STALL_MS) return n;
+      if (n >= expected || Date.now() > deadline) return n;
+      if (Date.now() - changed > (this.captureStuck ? STALL_AGAIN_MS : STALL_MS)) {
+        this.captureStuck = true;
+        return n;
+      }
       await sleep(200);
     }
   }
@@ -215,6 +224,7 @@ class Runner {
           request: this.template(arm, 'warmup', phase.scenario),
           mode: phase.mode,
           prewarm: 0,
+          prewarmMs: 0,
           maxDurationMs: this.plan.blockMaxMs,
           timeoutMs: REQUEST_TIMEOUT_MS,
           connections: phase.connections,
@@ -242,21 +252,33 @@ class Runner {
   // -------------------------------------------------------------------------------------------
   // Latency scenarios
 
-  /** Probe: three sequential requests. 4xx on all of them means the arm does not serve the route. */
+  /**
+   * Probe: three sequential requests before an arm's blocks. The arm is recorded as
+   * `unsupported` (with the answer it gave) instead of being measured when
+   * - every request was refused with a client-error status that means "no such route or
+   *   feature" (400, 404, 405, 415, 422, 501): e.g. a route a colleague has not shipped yet; or
+   * - the arm is the third-party Portkey gateway and every request failed, whatever the error:
+   *   a peer's missing feature is reported in its row, it does not invalidate our run.
+   * Otherwise the arm is measured and its failures count against the error-rate gate.
+   */
   async probe(arm: Arm, s: Scenario): Promise<{ supported: boolean; note: string; attempted: number }> {
     const r = await this.driver.run({
       id: `${s.name}/${arm.name}/probe`,
       request: this.template(arm, s.name, s),
       mode: { kind: 'sequential', requests: 3 },
       prewarm: 0,
+          prewarmMs: 0,
       maxDurationMs: 30_000,
       timeoutMs: 10_000,
       connections: s.connections,
     });
     if (r.ok === r.sent) return { supported: true, note: '', attempted: r.attempted };
-    const unsupported = Object.keys(r.errorKinds).every((k) => /^status (400|404|405|415|422|501)$/.test(k));
+    const refused = Object.keys(r.errorKinds).every((k) => /^status (400|404|405|415|422|501)$/.test(k));
     const sample = r.errorSamples[0] ?? Object.keys(r.errorKinds).join(', ');
-    if (unsupported && r.ok === 0) return { supported: false, note: sample, attempted: r.attempted };
+    if (r.ok === 0 && (refused || arm.name === 'portkey')) {
+      const why = arm.name === 'portkey' && !refused ? `every probe request failed: ${sample}${portkeyDiagnosis(arm.output())}` : sample;
+      return { supported: false, note: why, attempted: r.attempted };
+    }
     // Not a clean refusal: run the arm anyway so its errors are counted (and gated).
     return { supported: true, note: `probe: ${sample}`, attempted: r.attempted };
   }
@@ -267,6 +289,7 @@ class Runner {
       request: this.template(arm, s.name, s),
       mode: s.mode,
       prewarm: s.prewarm,
+      prewarmMs: this.plan.prewarmMs,
       maxDurationMs: this.plan.blockMaxMs,
       timeoutMs: REQUEST_TIMEOUT_MS,
       connections: s.connections,
@@ -436,6 +459,13 @@ class Runner {
         },
       ),
     };
+    if (total.count === 0) {
+      // Nothing succeeded: there is no latency to report, only errors.
+      for (const k of ['p50_us', 'p90_us', 'p99_us', 'p999_us', 'max_us', 'ttfb_p50_us', 'ttfb_p99_us'] as const) delete row[k];
+      floor = undefined;
+      ttftFloor = undefined;
+      gapFloor = undefined;
+    }
     if (rss.length > 0) row.rss_mb = Math.max(...rss);
     if (Object.keys(kinds).length > 0) row.error_kinds = kinds;
     if (samples.length > 0) row.error_samples = samples;
@@ -444,7 +474,7 @@ class Runner {
       row.added_p99_us = added(total.p99, floor.p99);
     }
     const ttftHists = results.map((r) => r.hist.ttft).filter((h): h is string => h !== undefined);
-    if (ttftHists.length > 0) {
+    if (ttftHists.length > 0 && total.count > 0) {
       const t = percentilesOf(ttftHists);
       row.ttft_p50_us = t.p50;
       row.ttft_p99_us = t.p99;
@@ -454,7 +484,7 @@ class Runner {
       }
     }
     const gapHists = results.map((r) => r.hist.gap).filter((h): h is string => h !== undefined);
-    if (gapHists.length > 0) {
+    if (gapHists.length > 0 && total.count > 0) {
       const g = percentilesOf(gapHists);
       row.gap_p50_us = g.p50;
       row.gap_p99_us = g.p99;
@@ -516,6 +546,7 @@ class Runner {
           request: this.template(arm, name, given),
           mode: { kind: 'open', rate, durationMs: ladder.stepMs },
           prewarm: 0,
+          prewarmMs: 0,
           // Sending time, plus the mock's latency, plus 20 s for a backlog to drain.
           maxDurationMs: ladder.stepMs + ladder.mock.latencyMs + 20_000,
           timeoutMs: 20_000,
@@ -562,6 +593,12 @@ class Runner {
     }
     return { mock_latency_ms: ladder.mock.latencyMs, step_ms: ladder.stepMs, rates: ladder.rates, foreign_cpu_pct: foreignCpuPct(cpuStart, this.cpu()), arms: ARMS.map((a) => arms.get(a)).filter((a): a is LadderArm => a !== undefined) };
   }
+}
+
+/** The first error line Portkey logged, e.g. its TypeError on streamed responses under Node 20. */
+function portkeyDiagnosis(output: string): string {
+  const line = output.split('\n').find((l) => /error/i.test(l) && !/^\s+at /.test(l));
+  return line === undefined ? '' : ` (Portkey logged: ${line.trim().slice(0, 200)})`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -618,13 +655,18 @@ async function rig(stack: Stack, pin: Pinning | null, netns: boolean, driverPid:
     kernel: release(),
     node: process.versions.node,
     network_namespace: netns,
-    pinning:
-      pin === null
-        ? 'No CPU pinning.'
-        : `Pinned with taskset: CPU ${pin.proxy} = the proxy under test (gateways, node-proxy, nginx, portkey; one is busy at a time); CPU ${pin.load} = driver, mock, orchestrator, NATS, ClickHouse, ingester.`,
+    pinning: pinningText(pin),
     processes,
     versions,
   };
+}
+
+function pinningText(pin: Pinning | null): string {
+  if (pin === null) return 'No CPU pinning: the kernel places every process.';
+  if (pin.layout === 'apart') {
+    return `Pinned with taskset (layout "apart"): CPU ${pin.load} = driver, orchestrator, NATS, ClickHouse, ingester; CPU ${pin.proxy} = mock and the proxy under test (gateways, node-proxy, nginx, portkey; one busy at a time).`;
+  }
+  return `Pinned with taskset (layout "split"): CPU ${pin.proxy} = the proxy under test alone (gateways, node-proxy, nginx, portkey; one busy at a time); CPU ${pin.load} = driver, mock, orchestrator, NATS, ClickHouse, ingester.`;
 }
 
 function findRow(results: ScenarioResult[], scenario: string, arm: ArmName): ArmRow | undefined {
@@ -707,7 +749,7 @@ function writeResults(results: RunResults, markdown: string): string[] {
 export async function run(opts: RunOptions): Promise<number> {
   const started = new Date();
   const plan = buildPlan(opts.quick);
-  const pin: Pinning | null = opts.pin ? { load: 0, proxy: 1 } : null;
+  const pin: Pinning | null = opts.pin === 'none' ? null : PIN_LAYOUTS[opts.pin];
   if (pin !== null) {
     // Children inherit the mask: the driver, mock and pipeline start on the load core, and the
     // proxies are moved (or started) onto the proxy core.
@@ -718,7 +760,7 @@ export async function run(opts: RunOptions): Promise<number> {
   for (const name of opts.only ?? []) {
     if (name !== 'ladder' && !plan.scenarios.some((s) => s.name === name)) throw new Error(`--only: unknown scenario ${name}`);
   }
-  log(`mode ${plan.mode}; network namespace ${opts.netns ? 'yes (loopback only)' : 'no'}; ${pin === null ? 'no pinning' : `pinning: proxies on CPU ${pin.proxy}, the rest on CPU ${pin.load}`}`);
+  log(`mode ${plan.mode}; network namespace ${opts.netns ? 'yes (loopback only)' : 'no'}; ${pinningText(pin)}`);
 
   let stack: Stack | undefined;
   let driver: DriverClient | undefined;

@@ -52,8 +52,12 @@ interface Dialectal {
   stream?: StreamDialect;
 }
 
-function openaiRequest(model: string, bytes: number, stream: boolean): Dialectal {
-  const head = `{"model":"${model}",${stream ? '"stream":true,' : ''}"messages":[{"role":"user","content":"`;
+/**
+ * An OpenAI chat completion request of exactly `bytes`. `maxTokens` is set for requests to a
+ * Claude model: Anthropic requires max_tokens, so a translating gateway needs it from the client.
+ */
+function openaiRequest(model: string, bytes: number, stream: boolean, maxTokens?: number): Dialectal {
+  const head = `{"model":"${model}",${maxTokens === undefined ? '' : `"max_tokens":${maxTokens},`}${stream ? '"stream":true,' : ''}"messages":[{"role":"user","content":"`;
   const req: Dialectal = { path: '/v1/chat/completions', headers: OPENAI_HEADERS, body: padBody(head, '"}]}', bytes) };
   if (stream) req.stream = 'openai';
   return req;
@@ -97,6 +101,8 @@ export interface Plan {
   rounds: number;
   scenarios: Scenario[];
   ladder: LadderPlan;
+  /** Minimum prewarm time of every measured block, ms (BlockSpec.prewarmMs). */
+  prewarmMs: number;
   /** Hard bound on one block, ms. */
   blockMaxMs: number;
   /** How long ingestion may take to catch up after a Sightline block, ms. */
@@ -177,10 +183,10 @@ export function buildPlan(quick: boolean): Plan {
     {
       name: 'sse-cross',
       title: 'OpenAI SSE client → Claude model (cross-dialect), 16 concurrent',
-      request: openaiRequest(CLAUDE_MODEL, kib, true),
+      request: openaiRequest(CLAUDE_MODEL, kib, true, 256),
       // The floor is what the client would see from a provider speaking its own dialect: the
       // same OpenAI stream straight from the mock (same chunk count and timing).
-      directRequest: openaiRequest(CLAUDE_MODEL, kib, true),
+      directRequest: openaiRequest(CLAUDE_MODEL, kib, true, 256),
       portkeyProvider: 'anthropic',
       mock: SSE_MOCK,
       mode: { kind: 'concurrent', concurrency: 16, requests: n(480, 1_600) },
@@ -202,6 +208,7 @@ export function buildPlan(quick: boolean): Plan {
       request: openaiRequest(OPENAI_MODEL, kib, false),
       mock: LADDER_MOCK,
     },
+    prewarmMs: n(300, 1_000),
     blockMaxMs: n(60_000, 180_000),
     captureDeadlineMs: n(30_000, 120_000),
   };

@@ -3,7 +3,7 @@
  *
  * | process                    | started as                                                        | CPU (pinned) |
  * |----------------------------|-------------------------------------------------------------------|--------------|
- * | mock provider              | `node --import tsx bench/mock/main.ts --port P`                    | load core    |
+ * | mock provider              | `node --import tsx bench/mock/main.ts --port P`                    | mock core    |
  * | nats-server (JetStream)    | test/support/servers.ts NatsServer                                 | load core    |
  * | clickhouse-server          | test/support/servers.ts ClickHouseServer                           | load core    |
  * | ingester                   | test/support/apps.ts startApp(apps/ingester/src/main.ts)           | load core    |
@@ -13,7 +13,7 @@
  * | nginx                      | `nginx -p TMP -c TMP/nginx.conf -g 'daemon off;'`, one worker      | proxy core   |
  * | portkey                    | `node …/@portkey-ai/gateway/build/start-server.js --port=P --headless` | proxy core |
  *
- * The orchestrator and the driver process run on the load core too. An arm that cannot start
+ * The orchestrator and the driver process run on the load core too (procs.ts PIN_LAYOUTS). An arm that cannot start
  * is recorded as not available with the reason; the run goes on without it.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -140,7 +140,7 @@ export function sumRss(pids: number[]): number | undefined {
 
 export async function startStack(opts: StackOptions): Promise<Stack> {
   const { pin, log } = opts;
-  const loadCpu = pin?.load;
+  const mockCpu = pin?.mock;
   const proxyCpu = pin?.proxy;
   const stoppers: (() => Promise<void>)[] = [];
   const roles: { role: string; pid: () => number }[] = [];
@@ -154,7 +154,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   try {
     log('starting mock, nats-server and clickhouse-server');
     const [mock, nats, ch] = await Promise.all([
-      Mock.start(loadCpu),
+      Mock.start(mockCpu),
       NatsServer.start().catch((e: unknown) => {
         log(`nats-server failed to start: ${message(e)}`);
         return undefined;

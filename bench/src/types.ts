@@ -38,6 +38,11 @@ export interface BlockSpec {
    * recorded, but counted in `attempted` (the mock sees them).
    */
   prewarm: number;
+  /**
+   * The prewarm also lasts at least this long (ms), so that after an idle pause (a capture
+   * wait, another arm's block) the machine's cores and caches are busy again before measuring.
+   */
+  prewarmMs: number;
   /** Hard bound on the whole block, prewarm and drain included. */
   maxDurationMs: number;
   /** Per-request headers and body timeout. */

@@ -27,10 +27,10 @@ export class AppProcess {
     return this.child.exitCode === null && this.child.signalCode === null;
   }
 
-  /** Sends SIGTERM and waits for the exit code (SIGKILL after the timeout). */
+  /** Sends SIGTERM and waits for the exit code (SIGKILL after the timeout; 0: at once). */
   async stop(timeoutMs = 20_000): Promise<number | null> {
     if (!this.running) return this.child.exitCode;
-    this.child.kill('SIGTERM');
+    this.child.kill(timeoutMs === 0 ? 'SIGKILL' : 'SIGTERM');
     const t = setTimeout(() => this.child.kill('SIGKILL'), timeoutMs);
     const code = await this.exited;
     clearTimeout(t);

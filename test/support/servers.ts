@@ -5,7 +5,7 @@
  * clickhouse-server` (.ci/run does).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, existsSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, rmSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -53,6 +53,14 @@ async function stopProcess(child: ChildProcess | null, signal: NodeJS.Signals = 
   const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
   await exited;
   clearTimeout(timer);
+}
+
+function errorLogTail(dir: string): string {
+  try {
+    return readFileSync(join(dir, 'clickhouse.err.log'), 'utf8').split('\n').slice(-8).join('\n');
+  } catch {
+    return '';
+  }
 }
 
 abstract class ServerProcess {
@@ -137,7 +145,27 @@ export class ClickHouseServer extends ServerProcess {
     return s;
   }
 
+  /** Starts (or restarts) on the same ports and data; retries while the old process's ports linger. */
   async start(): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.#startOnce();
+        return;
+      } catch (e) {
+        if (attempt >= 5) throw e;
+        await this.stop(true);
+        await new Promise((r) => setTimeout(r, 500 * attempt));
+      }
+    }
+  }
+
+  /** SIGTERM, then SIGKILL after 5 s: a test outage should not wait for a graceful drain. */
+  override async stop(kill = false): Promise<void> {
+    await stopProcess(this.child, kill ? 'SIGKILL' : 'SIGTERM', 5_000);
+    this.child = null;
+  }
+
+  async #startOnce(): Promise<void> {
     const bin = findBinary('clickhouse-server');
     mkdirSync(join(this.dir, 'tmp'), { recursive: true });
     mkdirSync(join(this.dir, 'user_files'), { recursive: true });
@@ -159,7 +187,7 @@ export class ClickHouseServer extends ServerProcess {
     await waitFor(
       `clickhouse-server on port ${this.httpPort}`,
       async () => {
-        if (!this.running) throw new Error(`clickhouse-server exited: ${this.output}`);
+        if (!this.running) throw new Error(`clickhouse-server exited: ${this.output}\n${errorLogTail(this.dir)}`);
         const res = await fetch(`${this.url}/ping`).catch(() => null);
         return res !== null && res.ok;
       },
