@@ -10,6 +10,8 @@ COPY apps ./apps
 RUN npm ci --omit=dev --omit=optional --no-audit --no-fund && npm cache clean --force
 COPY config ./config
 COPY migrations ./migrations
+# The capture spool (batches waiting for NATS) lives here; mount a volume on it.
+RUN mkdir -p /app/data/spool && chown -R node:node /app/data
 USER node
 EXPOSE 8080 8081 8082
 CMD ["node", "--import", "tsx", "apps/gateway/src/main.ts"]

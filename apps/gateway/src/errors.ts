@@ -77,7 +77,9 @@ export class GatewayError extends Error {
 export function errorBody(err: GatewayError, dialect: Dialect): string {
   const k = KINDS[err.code];
   if (dialect === 'anthropic') {
-    return JSON.stringify({ type: 'error', error: { type: k.anthropic, message: err.message } });
+    // Anthropic error bodies have no `param`; name it in the message instead.
+    const message = err.param !== null && !err.message.includes(err.param) ? `${err.param}: ${err.message}` : err.message;
+    return JSON.stringify({ type: 'error', error: { type: k.anthropic, message } });
   }
   return JSON.stringify({ error: { message: err.message, type: k.openai, param: err.param, code: err.code } });
 }

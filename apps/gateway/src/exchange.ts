@@ -203,7 +203,21 @@ export class Exchange implements AttemptOwner {
     const rec = this.rec;
     if (rec.stream && rec.tFirstToken === 0 && hasTokenDelta(chunk)) rec.tFirstToken = now();
     keepResponseChunk(rec, chunk);
-    const out = this.#relay!.data(chunk);
+    let out: Buffer | string | null;
+    try {
+      out = this.#relay!.data(chunk);
+    } catch (e) {
+      // The provider sent what cannot be translated: cut the response, record why.
+      this.#finished = true;
+      this.#clearTimers();
+      a.abort(e as Error);
+      rec.failedStage = 'translate.response';
+      rec.partial = true;
+      rec.errorType = 'translation_failed';
+      rec.errorMessage = `could not translate the provider's response: ${(e as Error).message}`;
+      this.res.destroy();
+      return false;
+    }
     if (out === null || out.length === 0) return true;
     if (rec.tFirstWrite === 0) rec.tFirstWrite = now();
     if (this.res.write(out)) return true;
@@ -312,8 +326,10 @@ export class Exchange implements AttemptOwner {
     if (this.#finished) return;
     const rec = this.rec;
     const err = new GatewayError('upstream_timeout', `no complete answer within the route's ${this.route.config.timeoutMs} ms`);
+    // Blame the target only if an attempt was in flight, not while waiting to retry.
+    if (this.#timer === null && this.#attempt !== null && !this.#attempt.done) this.#target?.breaker.failure(Date.now());
+    else this.#target?.breaker.release();
     this.#attempt?.abort(err);
-    this.#target?.breaker.failure(Date.now());
     if (this.#committed) {
       this.#finished = true;
       this.#clearTimers();

@@ -66,7 +66,7 @@ export class Upstream {
         else if (bearer !== undefined && clientDialect === 'openai') h['x-api-key'] = bearer.replace(/^Bearer\s+/i, '');
         else if (bearer !== undefined) h.authorization = bearer;
       } else if (this.config.type === 'azure') {
-        const apiKey = one(client['api-key']);
+        const apiKey = one(client['api-key']) ?? xKey;
         if (apiKey !== undefined) h['api-key'] = apiKey;
         else if (bearer !== undefined) h.authorization = bearer;
       } else if (bearer !== undefined) h.authorization = bearer;

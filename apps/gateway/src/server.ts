@@ -111,6 +111,10 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
       if (!res.writableFinished) {
         rec.aborted = true;
         if (rec.status === 0) rec.status = 499;
+        if (rec.errorType === '') {
+          rec.errorType = 'client_closed';
+          rec.errorMessage = 'the client closed the connection before the response was complete';
+        }
         const ex = req.exchange;
         if (ex !== null) ex.clientGone();
       }

@@ -38,6 +38,7 @@ interface RequestDbRow {
   cache_write_tokens: Num;
   request_bytes: Num;
   response_bytes: Num;
+  usage_partial: Num;
 }
 
 interface SpanDbRow {
@@ -106,7 +107,8 @@ export interface RequestView {
   upstream_ns: number;
   ttfb_ns: number;
   ttft_ns: number;
-  usage: { input_tokens: number; output_tokens: number; cache_read_tokens: number; cache_write_tokens: number };
+  /** `partial`: the stream was cut short; the counts are what had been seen by then. */
+  usage: { input_tokens: number; output_tokens: number; cache_read_tokens: number; cache_write_tokens: number; partial: boolean };
   request_bytes: number;
   response_bytes: number;
   attributes: Record<string, string>;
@@ -198,6 +200,7 @@ export async function requestsByTrace(store: Store, traceId: string): Promise<Re
         output_tokens: Number(r.output_tokens),
         cache_read_tokens: Number(r.cache_read_tokens),
         cache_write_tokens: Number(r.cache_write_tokens),
+        partial: Number(r.usage_partial) === 1,
       },
       request_bytes: Number(r.request_bytes),
       response_bytes: Number(r.response_bytes),

@@ -69,15 +69,15 @@ class Reader {
   }
 
   /** Sizes as bytes or with a unit: `512kb`, `10mb`. */
-  bytes(v: unknown, field: string, fallback: number): number {
+  bytes(v: unknown, field: string, fallback: number, max = 1024 ** 3): number {
     if (v === undefined || v === null) return fallback;
     const s = (typeof v === 'number' ? String(v) : this.str(v, field)).trim().toLowerCase();
-    const m = /^(\d+)\s*(b|kb|kib|mb|mib|gb|gib)?$/.exec(s);
+    const m = /^(\d+)\s*(b|kb|kib|mb|mib|gb|gib|tb|tib)?$/.exec(s);
     if (m === null) this.fail(field, `must be a size such as 1048576, 512kb or 10mb, got "${s}"`);
     const unit = m[2] ?? 'b';
-    const mult = unit === 'b' ? 1 : unit.startsWith('k') ? 1024 : unit.startsWith('m') ? 1024 ** 2 : 1024 ** 3;
+    const mult = unit === 'b' ? 1 : unit.startsWith('k') ? 1024 : unit.startsWith('m') ? 1024 ** 2 : unit.startsWith('g') ? 1024 ** 3 : 1024 ** 4;
     const n = Number(m[1]) * mult;
-    if (n < 1 || n > 1024 ** 3) this.fail(field, `must be between 1 byte and 1 GiB, got ${n}`);
+    if (n < 1 || n > max) this.fail(field, `must be between 1 byte and ${max} bytes, got ${n}`);
     return n;
   }
 }
@@ -206,7 +206,7 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
     maxInFlight: r.int(cap.max_in_flight, 'capture.max_in_flight', 4, 1, 1024),
     publishTimeoutMs: r.int(cap.publish_timeout_ms, 'capture.publish_timeout_ms', 5_000, 10, 600_000),
     spoolDir: spoolDir === '' ? null : resolve(spoolDir),
-    spoolMaxBytes: r.bytes(cap.spool_max_bytes, 'capture.spool_max_bytes', 1024 ** 3),
+    spoolMaxBytes: r.bytes(cap.spool_max_bytes, 'capture.spool_max_bytes', 1024 ** 3, 16 * 1024 ** 4),
   };
 
   return {

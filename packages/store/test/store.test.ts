@@ -86,6 +86,9 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
         { trace_id: traceId, span_id: 'a'.repeat(16), instance: 'gw', seq: '1', start_time: nowS, start_time_unix_nano: ns, method: 'POST', route: '/v1/chat/completions', dialect: 'openai', model: 'gpt-4o', response_model: 'gpt-4o', provider: 'openai', upstream_model: 'gpt-4o', team: 't', stream: 0, http_status: 200, upstream_status: 200, error_type: '', aborted: 0, total_ns: '2000', gateway_ns: '1000', upstream_ns: '1000', ttfb_ns: '0', ttft_ns: '0', input_tokens: 3, output_tokens: 4, cache_read_tokens: 0, cache_write_tokens: 0, request_bytes: 1, response_bytes: 2, usage_partial: 0 },
         { trace_id: 'c'.repeat(32), span_id: 'c'.repeat(16), instance: 'gw', seq: '2', start_time: nowS, start_time_unix_nano: ns, method: 'POST', route: '/v1/chat/completions', dialect: 'openai', model: 'nope', response_model: '', provider: '', upstream_model: '', team: 't', stream: 0, http_status: 404, upstream_status: 0, error_type: 'model_not_found', aborted: 0, total_ns: '2000', gateway_ns: '2000', upstream_ns: '0', ttfb_ns: '0', ttft_ns: '0', input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cache_write_tokens: 0, request_bytes: 1, response_bytes: 2, usage_partial: 0 },
       ]);
+      await store.insert('ingest_batches', [
+        { instance: 'gw', batch: '1', ingester: 'i', published_at_unix_nano: String(BigInt(nowS) * 1_000_000_000n - 5_000_000n), written_at_unix_nano: ns, written_at: nowS, requests: 2, spans: 4 },
+      ]);
       for (const q of queries) {
         const rows = await store.query<Record<string, unknown>>(q);
         assert.ok(rows.length >= 1, `no rows from:\n${q}`);
