@@ -5,7 +5,7 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { ClickHouseServer, NatsServer, freePort } from './support/servers.js';
+import { ClickHouseServer, NatsServer, freePort, waitFor } from './support/servers.js';
 import { startApp, waitHealthy, type AppProcess } from './support/apps.js';
 import { sendMixed, checkCaptured, checkStages } from './support/e2e.js';
 import { startMock, type MockServer } from '../bench/mock/server.js';
@@ -53,6 +53,41 @@ test('requests through the gateway are found with their stages through the query
   assert.equal(mock.stats().openai, 10);
   await checkCaptured(queryUrl, sent);
   await checkStages(queryUrl, sent.length, since);
+});
+
+test('GATEWAY_WORKERS=2: two processes serve one port, each captured under its own instance', async () => {
+  const port = await freePort();
+  const gw2 = startApp('gateway x2', 'apps/gateway/src/main.ts', {
+    NATS_URL: nats.url, GATEWAY_PORT: String(port), OPENAI_BASE_URL: `${mock.url}/v1`, GATEWAY_WORKERS: '2', SIGHTLINE_INSTANCE: 'gw-workers', SIGHTLINE_SPOOL_DIR: `${nats.dir}/spool`,
+  });
+  try {
+    const url = `http://127.0.0.1:${port}`;
+    await waitHealthy(gw2, `${url}/healthz`);
+    await waitFor('both workers listening', () => (gw2.output.match(/listening on/g) ?? []).length === 2, 30_000);
+    // Separate connections, so the primary hands them to both workers.
+    const sent = await Promise.all(
+      Array.from({ length: 12 }, async () => {
+        const res = await fetch(`${url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', connection: 'close' },
+          body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'w' }] }),
+        });
+        assert.equal(res.status, 200);
+        await res.arrayBuffer();
+        return res.headers.get('x-sightline-trace-id') ?? '';
+      }),
+    );
+    const instances = new Set<string>();
+    for (const id of sent) {
+      await waitFor(`request ${id}`, async () => (await fetch(`${queryUrl}/v1/requests/${id}`)).status === 200, 30_000);
+      const body = (await (await fetch(`${queryUrl}/v1/requests/${id}`)).json()) as { requests: { instance: string }[] };
+      instances.add(body.requests[0]!.instance);
+    }
+    assert.equal(instances.size, 2, [...instances].join(', '));
+    assert.equal(await gw2.stop(), 0, gw2.output);
+  } finally {
+    await gw2.stop();
+  }
 });
 
 test('the ingester reports what it wrote; every app exits 0 on SIGTERM', async () => {

@@ -37,6 +37,8 @@ export const OPEN_LOOP_MAX_IN_FLIGHT = 9_000;
 
 interface Outcome {
   ok: boolean;
+  /** HTTP status, 0 when no response head arrived. */
+  status: number;
   /** Error kind when !ok. */
   kind: string;
   sample: string;
@@ -102,16 +104,17 @@ class Exchange implements Dispatcher.DispatchHandler {
     const t = performance.now();
     if (this.errorBody !== null) {
       const body = Buffer.concat(this.errorBody).toString('utf8').slice(0, MAX_ERROR_BODY);
-      this.finish({ ok: false, kind: `status ${this.status}`, sample: `status ${this.status}: ${body}`, totalUs: 0, ttfbUs: 0, ttftUs: 0, gapUs: 0 });
+      this.finish({ ok: false, status: this.status, kind: `status ${this.status}`, sample: `status ${this.status}: ${body}`, totalUs: 0, ttfbUs: 0, ttftUs: 0, gapUs: 0 });
       return;
     }
     if (this.scanner !== null && this.tToken === 0) {
-      this.finish({ ok: false, kind: 'no token', sample: `status ${this.status} but no content token in the stream`, totalUs: 0, ttfbUs: 0, ttftUs: 0, gapUs: 0 });
+      this.finish({ ok: false, status: this.status, kind: 'no token', sample: `status ${this.status} but no content token in the stream`, totalUs: 0, ttfbUs: 0, ttftUs: 0, gapUs: 0 });
       return;
     }
     const us = (x: number): number => (x - this.start) * 1000;
     this.finish({
       ok: true,
+      status: this.status,
       kind: '',
       sample: '',
       totalUs: us(t),
@@ -125,7 +128,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     const code = (err as Error & { code?: unknown }).code;
     const timeout = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
     const kind = timeout ? 'timeout' : `network ${typeof code === 'string' ? code : err.name}`;
-    this.finish({ ok: false, kind, sample: `${kind}: ${err.message}`, totalUs: 0, ttfbUs: 0, ttftUs: 0, gapUs: 0 });
+    this.finish({ ok: false, status: this.status, kind, sample: `${kind}: ${err.message}`, totalUs: 0, ttfbUs: 0, ttftUs: 0, gapUs: 0 });
   }
 
   private finish(o: Outcome): void {
@@ -189,6 +192,8 @@ class Tally {
   prewarmErrors = 0;
   readonly errorKinds: Record<string, number> = {};
   readonly errorSamples: string[] = [];
+  /** Measured requests by HTTP status ("0": no response). */
+  readonly statusCounts: Record<string, number> = {};
   firstSend = 0;
   lastDone = 0;
   maxSendLagUs = 0;
@@ -209,6 +214,7 @@ class Tally {
   record(o: Outcome): void {
     if (this.sealed) return;
     this.lastDone = performance.now();
+    this.statusCounts[o.status] = (this.statusCounts[o.status] ?? 0) + 1;
     if (!o.ok) {
       this.fail(o.kind, o.sample);
       return;
@@ -235,6 +241,7 @@ class Tally {
       errors: this.errors,
       prewarmErrors: this.prewarmErrors,
       errorKinds: this.errorKinds,
+      statusCounts: this.statusCounts,
       errorSamples: this.errorSamples,
       elapsedMs: Math.round(elapsedMs),
       rps: elapsedMs > 0 ? Math.round((this.ok / elapsedMs) * 1000) : 0,
@@ -253,7 +260,7 @@ function send(pool: Pool, opts: Dispatcher.DispatchOptions, template: RequestTem
       pool.dispatch(opts, handler);
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
-      resolve({ ok: false, kind: 'network dispatch', sample: `dispatch: ${message}`, totalUs: 0, ttfbUs: 0, ttftUs: 0, gapUs: 0 });
+      resolve({ ok: false, status: 0, kind: 'network dispatch', sample: `dispatch: ${message}`, totalUs: 0, ttfbUs: 0, ttftUs: 0, gapUs: 0 });
     }
   });
 }

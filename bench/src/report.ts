@@ -33,6 +33,8 @@ export interface ArmRow {
   error_rate?: number;
   error_kinds?: Record<string, number>;
   error_samples?: string[];
+  /** Measured requests by HTTP status ("0": no response). */
+  status_counts?: Record<string, number>;
   p50_us?: number;
   p90_us?: number;
   p99_us?: number;

@@ -434,6 +434,8 @@ class Runner {
     const measuredCount = sum((r) => r.sent);
     const kinds: Record<string, number> = {};
     for (const r of results) for (const [k, v] of Object.entries(r.errorKinds)) kinds[k] = (kinds[k] ?? 0) + v;
+    const statuses: Record<string, number> = {};
+    for (const r of results) for (const [k, v] of Object.entries(r.statusCounts)) statuses[k] = (statuses[k] ?? 0) + v;
     const samples = results.flatMap((r) => r.errorSamples).slice(0, 5);
     const rss = measured.map((m) => m.rss).filter((v): v is number => v !== undefined);
     const row: ArmRow = {
@@ -451,6 +453,7 @@ class Runner {
       max_us: total.max,
       ttfb_p50_us: ttfb.p50,
       ttfb_p99_us: ttfb.p99,
+      status_counts: statuses,
       rps: elapsed > 0 ? Math.round((okCount / elapsed) * 1000) : 0,
       blocks: measured.map(
         (m): BlockRow => {

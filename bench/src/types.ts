@@ -65,6 +65,8 @@ export interface BlockResult {
   prewarmErrors: number;
   /** error kind → count: `status 404`, `network ECONNRESET`, `timeout`, `no token`, `not sent`. */
   errorKinds: Record<string, number>;
+  /** Measured requests by HTTP status ("0": no response head: network error or timeout). */
+  statusCounts: Record<string, number>;
   /** The first few failures with a body excerpt, for the report. */
   errorSamples: string[];
   /** From the first measured send to the last measured answer, ms. */

@@ -1,24 +1,69 @@
 /**
  * `npm run start:gateway`: the gateway alone, configured by environment.
- *   SIGHTLINE_CONFIG  configuration file (default config/sightline.yaml)
- *   NATS_URL          NATS server(s), comma-separated (required)
- *   GATEWAY_PORT      listening port (through the shipped file's ${GATEWAY_PORT})
+ *   SIGHTLINE_CONFIG     configuration file (default config/sightline.yaml)
+ *   NATS_URL             NATS server(s), comma-separated (required)
+ *   GATEWAY_PORT         listening port (through the shipped file's ${GATEWAY_PORT})
+ *   GATEWAY_WORKERS      processes serving the port (node:cluster); default 1, `auto` = one per core
+ *   SIGHTLINE_SPOOL_DIR  capture spool (default ./data/spool; one subdirectory per worker)
  *   SIGHTLINE_BENCH_CAPTURE_OFF=1  benchmark-only: serve without capture
  */
+import cluster from 'node:cluster';
+import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
 import { ConfigError, loadConfigFromEnv } from '@sightline/config';
 import { ResilientNatsPublisher } from '@sightline/bus';
 import { instanceId, onShutdown } from '@sightline/core';
 import { dataDir } from '@sightline/store';
-import { join } from 'node:path';
 import { startGateway } from './start.js';
 
 function log(msg: string): void {
-  process.stderr.write(`${new Date().toISOString()} gateway ${msg}\n`);
+  const who = cluster.isWorker ? `gateway[${cluster.worker?.id ?? '?'}]` : 'gateway';
+  process.stderr.write(`${new Date().toISOString()} ${who} ${msg}\n`);
 }
 
-async function main(): Promise<void> {
-  // The spool lives with the rest of the local data unless told otherwise.
+function workerCount(): number {
+  const v = process.env.GATEWAY_WORKERS;
+  if (v === undefined || v === '' || v === '1') return 1;
+  if (v === 'auto') return availableParallelism();
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1 || n > 256) throw new Error(`GATEWAY_WORKERS must be a number from 1 to 256 or "auto", got "${v}"`);
+  return n;
+}
+
+/** The primary of a multi-worker gateway: forks, restarts a worker that dies, stops them once. */
+function runPrimary(n: number): void {
+  let stopping = false;
+  const fork = (slot: number) => {
+    const w = cluster.fork({ GATEWAY_WORKER_SLOT: String(slot) });
+    w.on('exit', (code, signal) => {
+      if (stopping) return;
+      log(`worker ${slot} exited (${signal ?? code}); starting another`);
+      setTimeout(() => fork(slot), 500);
+    });
+  };
+  for (let i = 0; i < n; i++) fork(i);
+  log(`${n} workers`);
+  onShutdown(async () => {
+    stopping = true;
+    const workers = Object.values(cluster.workers ?? {}).filter((w) => w !== undefined);
+    await Promise.all(
+      workers.map(
+        (w) =>
+          new Promise<void>((resolve) => {
+            w.once('exit', () => resolve());
+            w.process.kill('SIGTERM');
+          }),
+      ),
+    );
+  });
+}
+
+async function runWorker(): Promise<void> {
+  // The spool lives with the rest of the local data unless told otherwise; each worker
+  // has its own, since a spool is replayed by the process that owns it.
   process.env.SIGHTLINE_SPOOL_DIR ||= join(dataDir(), 'spool');
+  const slot = process.env.GATEWAY_WORKER_SLOT;
+  if (slot !== undefined) process.env.SIGHTLINE_SPOOL_DIR = join(process.env.SIGHTLINE_SPOOL_DIR, `worker-${slot}`);
   const config = loadConfigFromEnv();
   const natsUrl = process.env.NATS_URL;
   if (natsUrl === undefined || natsUrl === '') throw new Error('NATS_URL is required (e.g. nats://127.0.0.1:4222); `npm start` runs everything on one machine without it');
@@ -33,8 +78,12 @@ async function main(): Promise<void> {
   });
 }
 
-main().catch((e: unknown) => {
+try {
+  const n = workerCount();
+  if (n > 1 && cluster.isPrimary) runPrimary(n);
+  else await runWorker();
+} catch (e) {
   if (e instanceof ConfigError) console.error(`invalid configuration: ${e.message}`);
   else console.error(e);
   process.exit(1);
-});
+}

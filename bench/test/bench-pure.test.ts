@@ -1,0 +1,129 @@
+/**
+ * The benchmark's own logic that can be wrong without any server: first-token detection across
+ * TCP reads, the added-latency arithmetic, the issue 5 ratios, exact body sizes and the nginx
+ * configuration. Imports nothing from bench/node_modules, so it runs in the root `npm test`
+ * without `npm --prefix bench install`.
+ */
+import { describe, it } from 'node:test';
+import { strict as assert } from 'node:assert';
+import { FirstTokenScanner } from '../src/sse.js';
+import { added, captureCost, drift, errorRate, meanPercentiles, padBody, portkeyRatio, rotate } from '../src/stats.js';
+import { nginxConfig } from '../src/peers/nginx.js';
+
+const ROLE = 'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n';
+const TOKEN = 'data: {"choices":[{"index":0,"delta":{"content":"héllo"}}]}\n\n';
+
+/** Feeds `text` cut at every given byte offset; returns the index of the read that found the token. */
+function feed(scanner: FirstTokenScanner, text: string, cuts: number[]): number {
+  const bytes = Buffer.from(text);
+  let from = 0;
+  const pieces: Buffer[] = [];
+  for (const c of [...cuts, bytes.length]) {
+    pieces.push(bytes.subarray(from, c));
+    from = c;
+  }
+  return pieces.findIndex((p) => scanner.push(p));
+}
+
+describe('FirstTokenScanner', () => {
+  it('skips the empty role delta and finds the first OpenAI content token', () => {
+    const s = new FirstTokenScanner('openai');
+    assert.equal(s.push(Buffer.from(ROLE)), false);
+    assert.equal(s.push(Buffer.from(TOKEN)), true);
+    assert.equal(s.found, true);
+    assert.equal(s.push(Buffer.from(TOKEN)), false, 'reports the first token once');
+  });
+
+  it('finds a marker split at every possible byte boundary', () => {
+    const text = ROLE + TOKEN;
+    const marker = text.lastIndexOf('"content":"');
+    // Cuts up to just before the first content byte: the token completes in the second read.
+    for (let cut = marker - 1; cut <= marker + '"content":"'.length; cut++) {
+      const s = new FirstTokenScanner('openai');
+      assert.equal(feed(s, text, [cut]), 1, `cut at ${cut}`);
+    }
+    // One byte later, the first read already holds the token.
+    assert.equal(feed(new FirstTokenScanner('openai'), text, [marker + '"content":"'.length + 1]), 0);
+  });
+
+  it('waits for the byte after the marker to tell empty from non-empty content', () => {
+    const s = new FirstTokenScanner('openai');
+    const text = ROLE;
+    const end = text.indexOf('"content":"') + '"content":"'.length;
+    assert.equal(feed(s, text, [end]), -1, 'the role chunk cut right after the marker is still empty');
+  });
+
+  it('finds the first Anthropic text_delta, even one cut in two', () => {
+    const ev = 'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"日本語"}}\n\n';
+    const head = 'event: message_start\ndata: {"type":"message_start"}\n\n';
+    const at = (head + ev).indexOf('text_delta') + 4;
+    const s = new FirstTokenScanner('anthropic');
+    assert.equal(feed(s, head + ev, [head.length, at]), 2);
+  });
+
+  it('does not see a token in a stream that has none', () => {
+    const s = new FirstTokenScanner('openai');
+    assert.equal(feed(s, `${ROLE}data: [DONE]\n\n`, [7, 30, 61]), -1);
+  });
+});
+
+describe('report arithmetic', () => {
+  const p = (p50: number, p99: number) => ({ p50, p90: p50, p99, p999: p99, max: p99, mean: p50, count: 100 });
+
+  it('takes the floor as the mean of the two control blocks, per percentile', () => {
+    const floor = meanPercentiles(p(100, 300), p(120, 500));
+    assert.equal(floor.p50, 110);
+    assert.equal(floor.p99, 400);
+    assert.equal(floor.count, 200);
+    assert.equal(added(350, floor.p50), 240);
+    assert.equal(added(90, floor.p50), -20, 'an arm under the floor shows as negative, not clamped');
+  });
+
+  it('measures drift relative to the mean of the control blocks', () => {
+    assert.equal(drift(100, 125), 25 / 112.5);
+    assert.equal(drift(0, 0), 0);
+    assert.ok(drift(88, 51) > 0.25, 'the drift a noisy neighbour caused in a real run fails the 25 % gate');
+  });
+
+  it('computes the issue 5 ratios and their edge cases', () => {
+    assert.equal(portkeyRatio(250, 1_000), 4);
+    assert.equal(portkeyRatio(0, 1_000), Number.POSITIVE_INFINITY);
+    assert.equal(portkeyRatio(undefined, 1_000), undefined);
+    assert.equal(captureCost(200, 190), 0.05);
+    assert.equal(captureCost(0, 10), undefined);
+    assert.equal(errorRate(1, 1_000), 0.001);
+    assert.equal(errorRate(0, 0), 0);
+  });
+
+  it('rotates arms so each takes every position across rounds', () => {
+    const arms = ['a', 'b', 'c'];
+    assert.deepEqual(rotate(arms, 0), ['a', 'b', 'c']);
+    assert.deepEqual(rotate(arms, 1), ['b', 'c', 'a']);
+    assert.deepEqual(rotate(arms, 4), ['b', 'c', 'a']);
+    assert.deepEqual(rotate([], 2), []);
+  });
+
+  it('pads request bodies to the exact size as valid JSON', () => {
+    for (const size of [1024, 16 * 1024, 64 * 1024]) {
+      const body = padBody('{"model":"gpt-4o-mini","messages":[{"role":"user","content":"', '"}]}', size);
+      assert.equal(Buffer.byteLength(body), size);
+      const parsed = JSON.parse(body) as { messages: { content: string }[] };
+      assert.ok((parsed.messages[0]?.content.length ?? 0) > size - 100);
+    }
+    assert.throws(() => padBody('x'.repeat(10), '', 5));
+  });
+});
+
+describe('nginx configuration', () => {
+  it('relays streams unbuffered over kept-alive upstream connections, on loopback only', () => {
+    const conf = nginxConfig('/tmp/x', 8001, 9001);
+    assert.match(conf, /listen 127\.0\.0\.1:8001/);
+    assert.match(conf, /server 127\.0\.0\.1:9001;/);
+    assert.match(conf, /keepalive 1024;/);
+    assert.match(conf, /proxy_http_version 1\.1;/);
+    assert.match(conf, /proxy_set_header Connection "";/);
+    assert.match(conf, /proxy_buffering off;/);
+    assert.match(conf, /client_body_buffer_size 128k;/);
+    assert.doesNotMatch(conf, /daemon/, 'daemon off is given on the command line with -g');
+  });
+});
