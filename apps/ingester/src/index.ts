@@ -3,3 +3,4 @@ export type { IngesterOptions, IngesterStats } from './ingester.js';
 export { startIngester, migrateWithRetry } from './start.js';
 export type { StartIngesterOptions, IngesterHandle } from './start.js';
 export { renderIngesterMetrics } from './metrics.js';
+export { Rollup } from './rollup.js';

@@ -7,6 +7,7 @@
  */
 import type { BusConsumer, BusMessage } from '@sightline/bus';
 import { StoreError, type Store } from '@sightline/store';
+import type { Rollup } from './rollup.js';
 import { unixNanoNow, type CaptureBatch, type IngestBatchRow, type RequestRow, type SpanRow } from '@sightline/core';
 
 export interface IngesterOptions {
@@ -24,6 +25,8 @@ export interface IngesterOptions {
    * ClickHouse is unreachable, messages wait however long it takes. Default 5.
    */
   maxDeliveries?: number;
+  /** Recomputes the per-minute rollup for the minutes each write touched; null: none. */
+  rollup?: Rollup | null;
   log?: (msg: string) => void;
 }
 
@@ -52,6 +55,7 @@ export class Ingester {
   readonly #max: number;
   readonly #wait: number;
   readonly #maxDeliveries: number;
+  readonly #rollup: Rollup | null;
   readonly #log: (msg: string) => void;
   #running = false;
   #loop: Promise<void> | null = null;
@@ -69,6 +73,7 @@ export class Ingester {
     this.#max = opts.maxMessages ?? 64;
     this.#wait = opts.fetchWaitMs ?? 1_000;
     this.#maxDeliveries = opts.maxDeliveries ?? 5;
+    this.#rollup = opts.rollup ?? null;
     this.#log = opts.log ?? (() => {});
   }
 
@@ -84,6 +89,10 @@ export class Ingester {
     if (this.#sleepTimer !== null) clearTimeout(this.#sleepTimer);
     this.#wake?.();
     await this.#loop;
+    if (this.#rollup !== null) {
+      this.#rollup.stop();
+      await this.#rollup.flush().catch(() => {});
+    }
   }
 
   async #run(): Promise<void> {
@@ -174,6 +183,11 @@ export class Ingester {
     }
     this.stats.requests += requests.length;
     this.stats.spans += spans.length;
+    if (this.#rollup !== null) {
+      const minutes = new Set<number>();
+      for (const r of requests) minutes.add(r.start_time - (r.start_time % 60));
+      this.#rollup.touch(minutes);
+    }
     return null;
   }
 

@@ -5,6 +5,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { BusConsumer } from '@sightline/bus';
 import { migrate, type Store } from '@sightline/store';
 import { Ingester } from './ingester.js';
+import { Rollup } from './rollup.js';
 import { renderIngesterMetrics } from './metrics.js';
 
 export interface StartIngesterOptions {
@@ -48,7 +49,8 @@ export async function migrateWithRetry(store: Store, log: (msg: string) => void,
 export async function startIngester(opts: StartIngesterOptions): Promise<IngesterHandle> {
   const log = opts.log ?? (() => {});
   if (opts.migrate !== false) await migrateWithRetry(opts.store, log);
-  const ingester = new Ingester({ consumer: opts.consumer, store: opts.store, log, name: opts.name });
+  const rollup = new Rollup(opts.store, 2_000, log);
+  const ingester = new Ingester({ consumer: opts.consumer, store: opts.store, log, name: opts.name, rollup });
   ingester.start();
   let app: FastifyInstance | null = null;
   let url = '';

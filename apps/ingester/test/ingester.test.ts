@@ -7,7 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { ClickHouseServerStore, migrate, sql, table } from '@sightline/store';
 import { connectNats, ensureStream, NatsConsumer, NatsPublisher, DEADLETTER_STREAM, STREAM_NAME, DURABLE_NAME } from '@sightline/bus';
-import { Ingester } from '@sightline/app-ingester';
+import { Ingester, Rollup } from '@sightline/app-ingester';
 import { RequestRecord, SpanBuilder } from '@sightline/capture';
 import { newTraceId, now, type CaptureBatch } from '@sightline/core';
 import { ClickHouseServer, NatsServer, waitFor } from '../../../test/support/servers.js';
@@ -20,6 +20,7 @@ let pubConn: NatsConnection;
 let publisher: NatsPublisher;
 let consumer: NatsConsumer;
 let ingester: Ingester;
+let rollup: Rollup;
 const builder = new SpanBuilder({ instance: 'gw-ing' });
 let batchNo = 0;
 
@@ -68,7 +69,8 @@ before(async () => {
   await ensureStream(await pubConn.jetstreamManager());
   publisher = new NatsPublisher(pubConn);
   consumer = await NatsConsumer.open(await connectNats(nats.url, 'test-ingester'), { ackWaitMs: 2000 });
-  ingester = new Ingester({ consumer, store, name: 'ing-test', fetchWaitMs: 200, maxDeliveries: 2 });
+  rollup = new Rollup(store, 100);
+  ingester = new Ingester({ consumer, store, name: 'ing-test', fetchWaitMs: 200, maxDeliveries: 2, rollup });
   ingester.start();
 });
 
@@ -127,4 +129,21 @@ test('while ClickHouse is down nothing is acknowledged; after it is back everyth
   await waitFor('all written after the restart', async () => (await requestsFinal()) === 17, 30_000);
   await waitFor('acknowledged', async () => (await pendingAcks()) === 0, 10_000);
   assert.equal(await count(sql`SELECT uniqExact(trace_id) AS n FROM ${table('sightline', 'requests')} WHERE instance = 'gw-ing'`), 17);
+});
+
+test('the per-minute rollup matches the requests table exactly, redeliveries included', async () => {
+  const b = batch(5);
+  await publish(b, 'rollup-1');
+  await publish(b, 'rollup-1-redelivered');
+  await waitFor('both writes', async () => (await count(sql`SELECT count() AS n FROM ${table('sightline', 'ingest_batches')} WHERE instance = 'gw-ing' AND batch = ${Number(b.batch)}`)) === 2);
+  await rollup.flush();
+  await waitFor('rollup caught up', async () => {
+    await rollup.flush();
+    const raw = await count(sql`SELECT count() AS n FROM ${table('sightline', 'requests')} FINAL WHERE instance = 'gw-ing'`);
+    const rolled = await count(sql`SELECT sum(requests) AS n FROM ${table('sightline', 'requests_1m')} FINAL`);
+    return raw > 0 && raw === rolled;
+  }, 20_000);
+  const errors = await count(sql`SELECT sum(errors) AS n FROM ${table('sightline', 'requests_1m')} FINAL`);
+  assert.equal(errors, await count(sql`SELECT countIf(http_status >= 400) AS n FROM ${table('sightline', 'requests')} FINAL`));
+  assert.equal(rollup.failed, 0);
 });

@@ -7,6 +7,7 @@ import { onShutdown } from '@sightline/core';
 import { loadConfigFromEnv } from '@sightline/config';
 import { storeFromEnv } from '@sightline/store';
 import { startQuery } from './start.js';
+import { priceLookup } from './pricing.js';
 
 function log(msg: string): void {
   process.stderr.write(`${new Date().toISOString()} query ${msg}\n`);
@@ -14,7 +15,7 @@ function log(msg: string): void {
 
 const config = loadConfigFromEnv();
 const store = await storeFromEnv();
-const q = await startQuery({ store, port: config.query.port, host: config.query.host, log });
+const q = await startQuery({ store, port: config.query.port, host: config.query.host, log, priceOf: priceLookup(config.pricing) });
 log(`listening on ${q.url}, reading ${store.kind} database ${store.database}`);
 onShutdown(async () => {
   await q.close();

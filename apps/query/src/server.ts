@@ -7,10 +7,12 @@ import { StoreError, type Store } from '@sightline/store';
 import { unixNanoNow } from '@sightline/core';
 import { QueryError } from './errors.js';
 import { stringParam, timeParam, traceIdParam } from './params.js';
-import { captureHealth, requestsByTrace, stageStats } from './queries.js';
+import { captureHealth, requestsByTrace, stageStats, usage, USAGE_KEYS, type PriceOf, type UsageKey } from './queries.js';
 
 export interface QueryServerOptions {
   store: Store;
+  /** Prices for cost figures (configuration `pricing`); default: none. */
+  priceOf?: PriceOf;
   log?: (msg: string) => void;
 }
 
@@ -72,6 +74,23 @@ export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
       team: filter.team,
       stages,
     };
+  });
+
+  app.get<{ Querystring: Record<string, unknown> }>('/v1/usage', async (req) => {
+    const q = req.query;
+    const now = unixNanoNow();
+    const toNs = timeParam('to', q.to, now);
+    const fromNs = timeParam('from', q.from, toNs - 24n * 3600n * 1_000_000_000n);
+    if (fromNs >= toNs) throw new QueryError('bad_parameter', '`from` must be before `to`');
+    const groupRaw = stringParam('group_by', q.group_by) ?? 'team,model';
+    const groupBy = groupRaw.split(',').map((k) => k.trim()).filter((k) => k !== '');
+    for (const k of groupBy) {
+      if (!(USAGE_KEYS as readonly string[]).includes(k)) throw new QueryError('bad_parameter', `group_by takes ${USAGE_KEYS.join(', ')}; got "${k.slice(0, 32)}"`);
+    }
+    const fromS = Number(fromNs / 1_000_000_000n);
+    const toS = Number((toNs + 59_999_999_999n) / 1_000_000_000n);
+    const result = await usage(store, { fromS, toS: toS - (toS % 60), team: stringParam('team', q.team), model: stringParam('model', q.model), provider: stringParam('provider', q.provider), groupBy: groupBy as UsageKey[] }, opts.priceOf ?? (() => null));
+    return { from: new Date((fromS - (fromS % 60)) * 1000).toISOString(), to: new Date((toS - (toS % 60)) * 1000).toISOString(), group_by: groupBy, ...result };
   });
 
   app.get<{ Querystring: Record<string, unknown> }>('/v1/capture', async (req) => {

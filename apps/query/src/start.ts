@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Store } from '@sightline/store';
+import type { PriceOf } from './queries.js';
 import { buildQueryServer } from './server.js';
 
 export interface StartQueryOptions {
@@ -7,6 +8,7 @@ export interface StartQueryOptions {
   port: number;
   host?: string;
   log?: (msg: string) => void;
+  priceOf?: PriceOf;
 }
 
 export interface QueryHandle {
@@ -16,7 +18,7 @@ export interface QueryHandle {
 }
 
 export async function startQuery(opts: StartQueryOptions): Promise<QueryHandle> {
-  const app = buildQueryServer({ store: opts.store, log: opts.log });
+  const app = buildQueryServer({ store: opts.store, log: opts.log, priceOf: opts.priceOf });
   const host = opts.host ?? '0.0.0.0';
   await app.listen({ port: opts.port, host });
   const addr = app.server.address();

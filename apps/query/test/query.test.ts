@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { ChdbStore, ClickHouseServerStore, migrate, type Store } from '@sightline/store';
 import { RequestRecord, SpanBuilder } from '@sightline/capture';
 import { newTraceId, newSpanId, now, type IngestBatchRow } from '@sightline/core';
-import { buildQueryServer } from '@sightline/app-query';
+import { buildQueryServer, priceLookup } from '@sightline/app-query';
+import { Rollup } from '@sightline/app-ingester';
 import type { FastifyInstance } from 'fastify';
 import { ClickHouseServer } from '../../../test/support/servers.js';
 
@@ -44,6 +45,7 @@ function record(seq: number, opts: { retried?: boolean } = {}): RequestRecord {
   r.team = 'search';
   r.status = 200;
   r.upstreamStatus = 200;
+  r.responseChunks = [Buffer.from(JSON.stringify({ model: 'gpt-4o', usage: { prompt_tokens: 100, completion_tokens: 50, prompt_tokens_details: { cached_tokens: 20 } } }))];
   return r;
 }
 
@@ -59,7 +61,7 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
     before(async () => {
       ({ store, done } = await open());
       await migrate(store);
-      app = buildQueryServer({ store });
+      app = buildQueryServer({ store, priceOf: priceLookup([{ match: ['gpt-4o*'], inputPerMTok: 2.5, outputPerMTok: 10, cacheReadPerMTok: 1.25, cacheWritePerMTok: 2.5 }]) });
       // Requests 1..10 served, 4 and 7 never captured; 2 delivered twice.
       const built = [1, 2, 3, 5, 6, 8, 9, 10].map((seq) => builder.build(record(seq, { retried: seq === 3 })));
       retriedTrace = built[2]!.request.trace_id;
@@ -116,6 +118,25 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
       assert.ok(!body.stages.some((s) => s.stage === 'upstream.attempt'), 'attempt spans are not stages');
       assert.equal(body.stages.find((s) => s.stage === 'upstream.retry')?.count, 1);
       assert.ok(Math.abs(parse.p50_ns - 10_000) <= 2, `parse p50 ${parse.p50_ns}`);
+    });
+
+    test('usage and cost per team and model come from the rollup, each request counted once', async () => {
+      const rollup = new Rollup(store);
+      const nowS = Math.floor(Date.now() / 1000);
+      await rollup.recompute(nowS - (nowS % 60));
+      await rollup.recompute(nowS - (nowS % 60)); // recomputing is idempotent
+      const res = await app.inject({ url: `/v1/usage?from=${new Date(since - 120_000).toISOString()}&group_by=team,model` });
+      assert.equal(res.statusCode, 200, res.body);
+      const body = res.json() as { rows: { team: string; model: string; requests: number; input_tokens: number; output_tokens: number; cache_read_tokens: number; cost_usd: number | null }[]; total: { requests: number; cost_usd: number | null } };
+      const row = body.rows.find((r) => r.team === 'search' && r.model === 'gpt-4o')!;
+      assert.equal(row.requests, 8);
+      assert.equal(row.input_tokens, 800);
+      assert.equal(row.output_tokens, 400);
+      assert.equal(row.cache_read_tokens, 160);
+      // 8 × (80 × 2.5 + 20 × 1.25 + 50 × 10) / 1e6
+      assert.ok(Math.abs((row.cost_usd ?? 0) - 0.0058) < 1e-9, String(row.cost_usd));
+      const bad = await app.inject({ url: '/v1/usage?group_by=colour' });
+      assert.equal(bad.statusCode, 400);
     });
 
     test('bad parameters are 400s with a message; unknown ids are 404s', async () => {

@@ -13,7 +13,7 @@ import { storeFromEnv, dataDir } from '@sightline/store';
 import { join } from 'node:path';
 import { startGateway } from '@sightline/app-gateway';
 import { startIngester } from '@sightline/app-ingester';
-import { startQuery } from '@sightline/app-query';
+import { priceLookup, startQuery } from '@sightline/app-query';
 
 function logger(app: string): (msg: string) => void {
   return (msg) => process.stderr.write(`${new Date().toISOString()} ${app} ${msg}\n`);
@@ -53,7 +53,7 @@ async function main(): Promise<void> {
   log(store.kind === 'chdb' ? `store: in-process ClickHouse (chdb) under ${dataDir()} (set CLICKHOUSE_URL to use a server)` : `store: ClickHouse at ${process.env.CLICKHOUSE_URL}`);
 
   const ingester = await startIngester({ consumer, store, port: envInt('INGESTER_PORT', 8082), host: config.query.host, log: logger('ingester') });
-  const query = await startQuery({ store, port: config.query.port, host: config.query.host, log: logger('query') });
+  const query = await startQuery({ store, port: config.query.port, host: config.query.host, log: logger('query'), priceOf: priceLookup(config.pricing) });
   const gateway = await startGateway({ config, publisher, instance, log: logger('gateway'), captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1' });
   log(`gateway  ${gateway.url}  (OpenAI: POST /v1/chat/completions)`);
   log(`query    ${query.url}  (GET /v1/requests/{traceId}, GET /v1/stages)`);

@@ -14,6 +14,8 @@ export interface Usage {
   found: boolean;
   /** Streams: content or tool-argument delta events seen (for a stream cut short before its usage). */
   deltas: number;
+  /** The usage came in Anthropic's shape. */
+  anthropic: boolean;
 }
 
 type Json = Record<string, unknown>;
@@ -36,6 +38,9 @@ function applyUsage(u: Usage, usage: Json): void {
     return;
   }
   // Anthropic: message_start carries input tokens, message_delta the final output tokens.
+  // Its input_tokens exclude cache reads and writes; they are added back at the end so
+  // that input_tokens means the same for every provider (docs/schema.md).
+  u.anthropic = true;
   if ('input_tokens' in usage) u.inputTokens = num(usage.input_tokens);
   if ('output_tokens' in usage) u.outputTokens = num(usage.output_tokens);
   if ('cache_read_input_tokens' in usage) u.cacheReadTokens = num(usage.cache_read_input_tokens);
@@ -56,8 +61,14 @@ function applyEvent(u: Usage, ev: Json): void {
 }
 
 export function extractUsage(chunks: readonly Buffer[] | null, stream: boolean): Usage {
-  const u: Usage = { responseModel: '', inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, found: false, deltas: 0 };
+  const u: Usage = { responseModel: '', inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, found: false, deltas: 0, anthropic: false };
   if (chunks === null || chunks.length === 0) return u;
+  parseInto(u, chunks, stream);
+  if (u.anthropic) u.inputTokens += u.cacheReadTokens + u.cacheWriteTokens;
+  return u;
+}
+
+function parseInto(u: Usage, chunks: readonly Buffer[], stream: boolean): void {
   const text = Buffer.concat(chunks).toString('utf8');
   if (!stream) {
     try {
@@ -66,7 +77,7 @@ export function extractUsage(chunks: readonly Buffer[] | null, stream: boolean):
     } catch {
       // Not JSON (an upstream HTML error page, a truncated body): no usage.
     }
-    return u;
+    return;
   }
   for (const line of text.split('\n')) {
     if (!line.startsWith('data:')) continue;
@@ -82,7 +93,6 @@ export function extractUsage(chunks: readonly Buffer[] | null, stream: boolean):
       // A partial event at a truncation boundary.
     }
   }
-  return u;
 }
 
 /** A content or tool-argument delta, in either dialect. */

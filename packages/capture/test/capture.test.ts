@@ -96,7 +96,7 @@ test('a stream aborted by the client ends in a failed upstream.stream', () => {
 
 test('usage from OpenAI and Anthropic, JSON and SSE', () => {
   const oj = Buffer.from(JSON.stringify({ model: 'gpt-4o-2024', usage: { prompt_tokens: 11, completion_tokens: 22, prompt_tokens_details: { cached_tokens: 3 } } }));
-  assert.deepEqual(extractUsage([oj], false), { responseModel: 'gpt-4o-2024', inputTokens: 11, outputTokens: 22, cacheReadTokens: 3, cacheWriteTokens: 0, found: true, deltas: 0 });
+  assert.deepEqual(extractUsage([oj], false), { responseModel: 'gpt-4o-2024', inputTokens: 11, outputTokens: 22, cacheReadTokens: 3, cacheWriteTokens: 0, found: true, deltas: 0, anthropic: false });
   const os = ['data: {"model":"m1","choices":[{"delta":{"content":"hé"}}]}\n\n', 'data: {"model":"m1","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":6}}\n\n', 'data: [DONE]\n\n'];
   const u = extractUsage(os.map((s) => Buffer.from(s)), true);
   assert.equal(u.inputTokens, 5);
@@ -107,7 +107,8 @@ test('usage from OpenAI and Anthropic, JSON and SSE', () => {
     'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":15}}\n\n',
   ];
   const a = extractUsage(as.map((s) => Buffer.from(s)), true);
-  assert.deepEqual(a, { responseModel: 'claude-x', inputTokens: 9, outputTokens: 15, cacheReadTokens: 4, cacheWriteTokens: 2, found: true, deltas: 0 });
+  // Anthropic's input_tokens (9) exclude cache reads (4) and writes (2); stored input includes them.
+  assert.deepEqual(a, { responseModel: 'claude-x', inputTokens: 15, outputTokens: 15, cacheReadTokens: 4, cacheWriteTokens: 2, found: true, deltas: 0, anthropic: true });
   assert.equal(u.deltas, 1);
   assert.equal(extractUsage([Buffer.from('<html>bad gateway')], false).found, false);
 });

@@ -5,4 +5,4 @@ export { expandEnv, MissingEnvError } from './env.js';
 export type { EnvLookup } from './env.js';
 export { Router } from './router.js';
 export type { RouteMatch } from './router.js';
-export type { Config, ProviderConfig, ProviderType, RouteConfig, TargetConfig, BreakerConfig, CaptureConfig } from './types.js';
+export type { Config, ProviderConfig, ProviderType, RouteConfig, TargetConfig, BreakerConfig, CaptureConfig, PriceConfig } from './types.js';

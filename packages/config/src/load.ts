@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { ConfigError } from './errors.js';
 import { expandEnv, MissingEnvError, type EnvLookup } from './env.js';
-import type { BreakerConfig, CaptureConfig, Config, ProviderConfig, ProviderType, RouteConfig, TargetConfig } from './types.js';
+import type { PriceConfig, BreakerConfig, CaptureConfig, Config, ProviderConfig, ProviderType, RouteConfig, TargetConfig } from './types.js';
 
 const PROVIDER_TYPES: readonly ProviderType[] = ['openai', 'anthropic', 'openai-compatible', 'azure'];
 
@@ -68,6 +68,15 @@ class Reader {
     this.fail(field, `must be true or false, got "${s}"`);
   }
 
+  /** A non-negative decimal number. */
+  num(v: unknown, field: string, fallback: number): number {
+    if (v === undefined || v === null) return fallback;
+    const s = typeof v === 'number' ? String(v) : this.str(v, field);
+    if (s === '') return fallback;
+    if (!/^\d+(\.\d+)?$/.test(s)) this.fail(field, `must be a non-negative number, got "${s}"`);
+    return Number(s);
+  }
+
   /** Sizes as bytes or with a unit: `512kb`, `10mb`. */
   bytes(v: unknown, field: string, fallback: number, max = 1024 ** 3): number {
     if (v === undefined || v === null) return fallback;
@@ -124,7 +133,7 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
   const env: EnvLookup = opts.env ?? ((name) => process.env[name]);
   const r = new Reader(file, env);
   const root = r.obj(doc, '');
-  r.known(root, '', ['gateway', 'query', 'providers', 'routes', 'capture', 'breaker']);
+  r.known(root, '', ['gateway', 'query', 'providers', 'routes', 'capture', 'breaker', 'pricing']);
 
   const gw = r.obj(root.gateway, 'gateway');
   r.known(gw, 'gateway', ['host', 'port', 'body_limit', 'team_header', 'h2c_port']);
@@ -188,6 +197,27 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
     });
   });
 
+  const pricing: PriceConfig[] = [];
+  if (root.pricing !== undefined && root.pricing !== null) {
+    if (!Array.isArray(root.pricing)) r.fail('pricing', 'must be a list');
+    (root.pricing as unknown[]).forEach((raw: unknown, i: number) => {
+      const f = `pricing[${i}]`;
+      const o = r.obj(raw, f);
+      r.known(o, f, ['match', 'input_per_mtok', 'output_per_mtok', 'cache_read_per_mtok', 'cache_write_per_mtok']);
+      const list = Array.isArray(o.match) ? (o.match as unknown[]) : [o.match];
+      const match = list.map((m, j) => r.str(m, `${f}.match${Array.isArray(o.match) ? `[${j}]` : ''}`));
+      if (o.input_per_mtok === undefined || o.output_per_mtok === undefined) r.fail(f, 'needs input_per_mtok and output_per_mtok');
+      const input = r.num(o.input_per_mtok, `${f}.input_per_mtok`, 0);
+      pricing.push({
+        match,
+        inputPerMTok: input,
+        outputPerMTok: r.num(o.output_per_mtok, `${f}.output_per_mtok`, 0),
+        cacheReadPerMTok: r.num(o.cache_read_per_mtok, `${f}.cache_read_per_mtok`, input),
+        cacheWritePerMTok: r.num(o.cache_write_per_mtok, `${f}.cache_write_per_mtok`, input),
+      });
+    });
+  }
+
   const br = r.obj(root.breaker, 'breaker');
   r.known(br, 'breaker', ['failure_threshold', 'cooldown_ms']);
   const breaker: BreakerConfig = {
@@ -225,6 +255,7 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
     providers,
     routes,
     breaker,
+    pricing,
     capture,
   };
 }

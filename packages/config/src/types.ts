@@ -97,6 +97,18 @@ export interface CaptureConfig {
   spoolMaxBytes: number;
 }
 
+/** Prices for cost figures, in US dollars per million tokens. */
+export interface PriceConfig {
+  /** Model names or `*` globs (the model the client asked for); first match wins. */
+  match: string[];
+  inputPerMTok: number;
+  outputPerMTok: number;
+  /** Default: the input price. */
+  cacheReadPerMTok: number;
+  /** Default: the input price. */
+  cacheWritePerMTok: number;
+}
+
 export interface Config {
   /** Absolute path of the file this came from (or '<default>'). */
   file: string;
@@ -119,5 +131,7 @@ export interface Config {
   providers: Map<string, ProviderConfig>;
   routes: RouteConfig[];
   breaker: BreakerConfig;
+  /** Default: none (cost is reported as null). */
+  pricing: PriceConfig[];
   capture: CaptureConfig;
 }
