@@ -32,7 +32,7 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
       const tables = await store.query<{ name: string }>(sql`SELECT name FROM system.tables WHERE database = ${store.database} ORDER BY name`);
       assert.deepEqual(
         tables.map((t) => t.name),
-        ['ingest_batches', 'requests', 'schema_migrations', 'spans'],
+        ['ingest_batches', 'requests', 'requests_1m', 'schema_migrations', 'spans'],
       );
     });
 
@@ -88,6 +88,9 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
       ]);
       await store.insert('ingest_batches', [
         { instance: 'gw', batch: '1', ingester: 'i', published_at_unix_nano: String(BigInt(nowS) * 1_000_000_000n - 5_000_000n), written_at_unix_nano: ns, written_at: nowS, requests: 2, spans: 4 },
+      ]);
+      await store.insert('requests_1m', [
+        { minute: nowS - (nowS % 60), team: 't', model: 'gpt-4o', provider: 'openai', dialect: 'openai', status_class: 200, requests: 1, errors: 0, aborted: 0, streams: 0, input_tokens: 3, output_tokens: 4, cache_read_tokens: 0, cache_write_tokens: 0, total_ns_sum: 2000, gateway_ns_sum: 1000, upstream_ns_sum: 1000, gateway_ns_max: 1000, version: 1 },
       ]);
       for (const q of queries) {
         const rows = await store.query<Record<string, unknown>>(q);
