@@ -17,7 +17,7 @@
  * out of the latency histograms.
  */
 import { performance } from 'node:perf_hooks';
-import { Pool } from 'undici';
+import { Client } from 'undici';
 import type { Dispatcher } from 'undici';
 import type { Histogram } from 'hdr-histogram-js';
 import { FirstTokenScanner } from './sse.js';
@@ -139,23 +139,91 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 }
 
-/** Keep-alive pools, one per origin and size, kept across blocks so connections stay warm. */
-const pools = new Map<string, Pool>();
+/**
+ * Keep-alive connections to one origin: one undici Client (one socket, no pipelining) per
+ * connection, handed out from a free list.
+ *
+ * Why not undici's Pool: Pool.dispatch looks for a free client by walking its client list
+ * (lib/dispatcher/pool.js kGetDispatcher), twice per request, so with the ladder's 7,500 busy
+ * connections every request costs a walk over thousands of clients and the driver, not the
+ * server, becomes the bottleneck. A free list makes acquiring a connection O(1); when every
+ * connection is busy, requests wait in FIFO order (their latency still counts from the
+ * intended send time).
+ */
+export class ConnectionPool {
+  private readonly idle: Client[] = [];
+  private readonly all: Client[] = [];
+  private readonly waiting: ((c: Client) => void)[] = [];
+  private head = 0;
 
-function poolFor(origin: string, connections: number, timeoutMs: number): Pool {
+  constructor(
+    readonly origin: string,
+    readonly max: number,
+    private readonly timeoutMs: number,
+  ) {}
+
+  /** Calls `use` with a connection now, or as soon as one is released. */
+  acquire(use: (c: Client) => void): void {
+    const c = this.idle.pop();
+    if (c !== undefined) {
+      use(c);
+      return;
+    }
+    if (this.all.length < this.max) {
+      const fresh = new Client(this.origin, {
+        pipelining: 1,
+        headersTimeout: this.timeoutMs,
+        bodyTimeout: this.timeoutMs,
+        // Arms take turns: keep idle connections for the whole run unless the server says less.
+        keepAliveTimeout: 120_000,
+        keepAliveMaxTimeout: 600_000,
+        connectTimeout: 10_000,
+      });
+      this.all.push(fresh);
+      use(fresh);
+      return;
+    }
+    this.waiting.push(use);
+  }
+
+  release(c: Client): void {
+    if (this.head < this.waiting.length) {
+      const next = this.waiting[this.head];
+      this.waiting[this.head] = noop;
+      this.head++;
+      if (this.head === this.waiting.length) {
+        this.waiting.length = 0;
+        this.head = 0;
+      }
+      next?.(c);
+      return;
+    }
+    this.idle.push(c);
+  }
+
+  get size(): number {
+    return this.all.length;
+  }
+
+  async destroy(): Promise<void> {
+    this.idle.length = 0;
+    this.waiting.length = 0;
+    this.head = 0;
+    const all = this.all.splice(0);
+    await Promise.all(all.map((c) => c.destroy()));
+  }
+}
+
+function noop(): void {}
+
+/** Connection pools, one per origin and size, kept across blocks so connections stay warm. */
+const pools = new Map<string, ConnectionPool>();
+
+function poolFor(origin: string, connections: number, timeoutMs: number): ConnectionPool {
   const key = `${origin}|${connections}|${timeoutMs}`;
   let pool = pools.get(key);
   if (pool === undefined) {
-    pool = new Pool(origin, {
-      connections,
-      pipelining: 1,
-      headersTimeout: timeoutMs,
-      bodyTimeout: timeoutMs,
-      // Arms take turns: keep idle connections for the whole run unless the server says less.
-      keepAliveTimeout: 120_000,
-      keepAliveMaxTimeout: 600_000,
-      connectTimeout: 10_000,
-    });
+    pool = new ConnectionPool(origin, connections, timeoutMs);
     pools.set(key, pool);
   }
   return pool;
@@ -252,16 +320,23 @@ class Tally {
   }
 }
 
-/** Sends one request; resolves with its outcome (never rejects). */
-function send(pool: Pool, opts: Dispatcher.DispatchOptions, template: RequestTemplate, start: number): Promise<Outcome> {
+/** Sends one request on a pooled connection; resolves with its outcome (never rejects). */
+function send(pool: ConnectionPool, opts: Dispatcher.DispatchOptions, template: RequestTemplate, start: number): Promise<Outcome> {
   return new Promise<Outcome>((resolve) => {
-    const handler = new Exchange(start, template, resolve);
-    try {
-      pool.dispatch(opts, handler);
-    } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
-      resolve({ ok: false, status: 0, kind: 'network dispatch', sample: `dispatch: ${message}`, totalUs: 0, ttfbUs: 0, ttftUs: 0, gapUs: 0 });
-    }
+    pool.acquire((client) => {
+      const handler = new Exchange(start, template, (o) => {
+        // The connection is free again once the response is complete (or failed).
+        pool.release(client);
+        resolve(o);
+      });
+      try {
+        client.dispatch(opts, handler);
+      } catch (err) {
+        pool.release(client);
+        const message = err instanceof Error ? err.message : String(err);
+        resolve({ ok: false, status: 0, kind: 'network dispatch', sample: `dispatch: ${message}`, totalUs: 0, ttfbUs: 0, ttftUs: 0, gapUs: 0 });
+      }
+    });
   });
 }
 

@@ -30,6 +30,10 @@ const USAGE = `usage: npm run bench [-- --quick] [--no-netns] [--pin apart|split
   --pin       CPU layout with taskset (default apart: driver and capture pipeline on CPU 0,
               mock and proxy under test on CPU 1; split: proxy alone on CPU 1; none)
   --no-pin    same as --pin none
+  --arms      start and run only these proxy arms (sightline, sightline-nocapture, node-proxy,
+              nginx, portkey); direct always runs. For development: ratios need all of them
+  --rates     open-loop ladder rates in req/s, e.g. 3500,5000 (default: quick 500,1000;
+              full 1000,2000,3500,5000)
   --only      run only these scenarios (json-1k-seq, json-1k-c16, json-16k-seq, json-64k-seq,
               sse-openai, sse-anthropic, sse-cross, ladder); gates still apply to what ran`;
 
@@ -38,6 +42,12 @@ export interface Flags {
   netns: boolean;
   pin: 'apart' | 'split' | 'none';
   only: string[] | null;
+  arms: string[] | null;
+  rates: number[] | null;
+}
+
+function list(v: string | undefined): string[] | null {
+  return v === undefined ? null : v.split(',').map((s) => s.trim()).filter((s) => s !== '');
 }
 
 function flags(): Flags | null {
@@ -47,6 +57,8 @@ function flags(): Flags | null {
       'no-netns': { type: 'boolean' },
       'no-pin': { type: 'boolean' },
       pin: { type: 'string' },
+      arms: { type: 'string' },
+      rates: { type: 'string' },
       only: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -59,7 +71,16 @@ function flags(): Flags | null {
     quick: values.quick === true,
     netns: values['no-netns'] !== true,
     pin,
-    only: values.only === undefined ? null : values.only.split(',').map((s) => s.trim()).filter((s) => s !== ''),
+    only: list(values.only),
+    arms: list(values.arms),
+    rates:
+      values.rates === undefined
+        ? null
+        : list(values.rates)?.map((r) => {
+            const n = Number(r);
+            if (!Number.isInteger(n) || n < 1 || n > 20_000) throw new Error(`--rates: ${r} is not a rate between 1 and 20000 req/s`);
+            return n;
+          }) ?? null,
   };
 }
 

@@ -42,6 +42,10 @@ export interface RunOptions {
   /** CPU layout (procs.ts PIN_LAYOUTS), or none. */
   pin: 'apart' | 'split' | 'none';
   only: string[] | null;
+  /** Proxy arms to start and run (direct always runs); null: all. */
+  arms: string[] | null;
+  /** Ladder rates overriding the plan's. */
+  rates: number[] | null;
 }
 
 /** Error-rate gate: more than 0.1 % failed requests invalidates an arm's figures (issue 5). */
@@ -752,6 +756,10 @@ function writeResults(results: RunResults, markdown: string): string[] {
 export async function run(opts: RunOptions): Promise<number> {
   const started = new Date();
   const plan = buildPlan(opts.quick);
+  if (opts.rates !== null) plan.ladder.rates = opts.rates;
+  for (const a of opts.arms ?? []) {
+    if (!(PROXY_ARMS as readonly string[]).includes(a)) throw new Error(`--arms: unknown arm ${a} (one of ${PROXY_ARMS.join(', ')})`);
+  }
   const pin: Pinning | null = opts.pin === 'none' ? null : PIN_LAYOUTS[opts.pin];
   if (pin !== null) {
     // Children inherit the mask: the driver, mock and pipeline start on the load core, and the
@@ -787,7 +795,7 @@ export async function run(opts: RunOptions): Promise<number> {
   watchdog.unref();
 
   try {
-    stack = await startStack({ pin, netns: opts.netns, runId, log });
+    stack = await startStack({ pin, netns: opts.netns, runId, log, arms: opts.arms });
     for (const [name, arm] of stack.arms) log(`arm ${name}: ${arm.target === undefined ? `not available (${arm.reason.slice(0, 200)})` : arm.target.origin}`);
     driver = await DriverClient.start();
     const runner = new Runner(plan, stack, driver);

@@ -118,6 +118,8 @@ export interface StackOptions {
   netns: boolean;
   runId: string;
   log: (msg: string) => void;
+  /** Proxy arms to start; null: all (the others are recorded as not selected). */
+  arms: string[] | null;
 }
 
 function message(err: unknown): string {
@@ -305,7 +307,20 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     };
 
     log('starting ingester, gateways (capture on / off), node-proxy, nginx and portkey');
-    await Promise.all([startIngester(), gateway('sightline'), gateway('sightline-nocapture'), nodeProxy(), nginx(), portkey()]);
+    const selected = (name: ArmName, start: () => Promise<void>): Promise<void> => {
+      if (opts.arms === null || opts.arms.includes(name)) return start();
+      arms.set(name, { name, target: undefined, reason: 'not selected (--arms)', pids: () => [], output: () => '' });
+      return Promise.resolve();
+    };
+    const wantsPipeline = opts.arms === null || opts.arms.includes('sightline');
+    await Promise.all([
+      wantsPipeline ? startIngester() : Promise.resolve(),
+      selected('sightline', () => gateway('sightline')),
+      selected('sightline-nocapture', () => gateway('sightline-nocapture')),
+      selected('node-proxy', nodeProxy),
+      selected('nginx', nginx),
+      selected('portkey', portkey),
+    ]);
     if (ingester === undefined) {
       const arm = arms.get('sightline');
       if (arm !== undefined && arm.target !== undefined) {

@@ -68,10 +68,12 @@ async function runWorker(): Promise<void> {
   const natsUrl = process.env.NATS_URL;
   if (natsUrl === undefined || natsUrl === '') throw new Error('NATS_URL is required (e.g. nats://127.0.0.1:4222); `npm start` runs everything on one machine without it');
   const instance = instanceId('gw');
-  const publisher = new ResilientNatsPublisher(natsUrl, instance);
-  const gw = await startGateway({ config, publisher, instance, captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', log });
-  log(`listening on ${gw.url} (instance ${instance}, config ${config.file})`);
-  void publisher.ready.then(() => log(`connected to NATS at ${natsUrl}`));
+  // Capture runs in a worker thread with its own NATS connection (SIGHTLINE_CAPTURE_THREAD=0: in this thread).
+  const threaded = process.env.SIGHTLINE_CAPTURE_THREAD !== '0';
+  const publisher = threaded ? undefined : new ResilientNatsPublisher(natsUrl, instance);
+  const gw = await startGateway({ config, publisher, natsUrl: threaded ? natsUrl : undefined, instance, captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', log });
+  log(`listening on ${gw.url} (instance ${instance}, capture ${threaded ? 'in a worker thread' : 'in the request thread'}, config ${config.file})`);
+  void publisher?.ready.then(() => log(`connected to NATS at ${natsUrl}`));
   onShutdown(async () => {
     log('shutting down');
     await gw.close(10_000);

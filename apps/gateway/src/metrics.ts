@@ -3,7 +3,7 @@
  * Counters are plain numbers updated when a request ends; the text is made on scrape.
  */
 import { markDiffNs } from '@sightline/core';
-import type { Capture, RequestRecord } from '@sightline/capture';
+import type { CaptureSink, RequestRecord } from '@sightline/capture';
 import type { Breaker } from './breaker.js';
 
 /** Upper bounds of the latency histograms, in seconds. */
@@ -39,7 +39,7 @@ export class Metrics {
   aborted = 0;
 
   constructor(
-    readonly capture: Capture | null,
+    readonly capture: CaptureSink | null,
     readonly breakers: readonly Breaker[] = [],
   ) {}
 

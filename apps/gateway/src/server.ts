@@ -10,7 +10,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { now, newTraceId, newSpanId, parseTraceparent } from '@sightline/core';
-import { RequestRecord, type Capture, type Dialect } from '@sightline/capture';
+import { RequestRecord, type CaptureSink, type Dialect } from '@sightline/capture';
 import { Router, type Config } from '@sightline/config';
 import { GatewayError, errorBody } from './errors.js';
 import { prepareRoutes, targetOrder, Upstream, type PreparedRoute, type Target } from './providers.js';
@@ -45,7 +45,7 @@ export class GatewayCore {
 
   constructor(
     readonly config: Config,
-    readonly capture: Capture | null,
+    readonly capture: CaptureSink | null,
     readonly instance: string,
   ) {
     this.router = new Router(config.routes);
@@ -62,7 +62,7 @@ export class GatewayCore {
 export interface GatewayOptions {
   config: Config;
   /** Where finished requests go; null only with the benchmark capture-off switch. */
-  capture: Capture | null;
+  capture: CaptureSink | null;
   /** Identifies this gateway process in captured data. */
   instance: string;
 }

@@ -3,14 +3,20 @@
  * one-command launcher (apps/sightline).
  */
 import type { FastifyInstance } from 'fastify';
-import { Capture } from '@sightline/capture';
+import { Capture, ThreadedCapture, type CaptureSink } from '@sightline/capture';
 import type { BusPublisher } from '@sightline/bus';
 import type { Config } from '@sightline/config';
 import { buildGateway, GatewayCore } from './server.js';
 
 export interface StartGatewayOptions {
   config: Config;
-  publisher: BusPublisher;
+  /** Publish capture batches in this thread through this publisher... */
+  publisher?: BusPublisher;
+  /**
+   * ...or build and publish them in a worker thread with its own connection to this NATS
+   * URL (the gateway app's default: keeps capture's CPU off the request thread).
+   */
+  natsUrl?: string;
   instance: string;
   /**
    * Benchmark-only switch that turns capture off to price it (bench/). Production has no
@@ -30,7 +36,7 @@ export interface GatewayHandle {
   /** The HTTP/2 cleartext listener, when configured. */
   h2c: FastifyInstance | null;
   core: GatewayCore;
-  capture: Capture | null;
+  capture: CaptureSink | null;
   url: string;
   h2cUrl: string | null;
   /** Stops accepting, finishes in-flight requests, flushes capture; once. */
@@ -46,16 +52,20 @@ function urlOf(app: FastifyInstance, host: string): string {
 export async function startGateway(opts: StartGatewayOptions): Promise<GatewayHandle> {
   const log = opts.log ?? (() => {});
   const enabled = opts.config.capture.enabled && opts.captureOff !== true;
-  const capture = enabled
-    ? new Capture({
-        instance: opts.instance,
-        config: opts.config.capture,
-        publisher: opts.publisher,
-        spoolDir: opts.config.capture.spoolDir,
-        spoolMaxBytes: opts.config.capture.spoolMaxBytes,
-        onError: (e) => log(`capture: ${e instanceof Error ? e.message : String(e)}`),
-      })
-    : null;
+  let capture: CaptureSink | null = null;
+  if (enabled && opts.natsUrl !== undefined) {
+    capture = new ThreadedCapture({ instance: opts.instance, config: opts.config.capture, natsUrl: opts.natsUrl, onError: log });
+  } else if (enabled) {
+    if (opts.publisher === undefined) throw new Error('startGateway needs a publisher or a natsUrl');
+    capture = new Capture({
+      instance: opts.instance,
+      config: opts.config.capture,
+      publisher: opts.publisher,
+      spoolDir: opts.config.capture.spoolDir,
+      spoolMaxBytes: opts.config.capture.spoolMaxBytes,
+      onError: (e) => log(`capture: ${e instanceof Error ? e.message : String(e)}`),
+    });
+  }
   const core = new GatewayCore(opts.config, capture, opts.instance);
   const app = buildGateway(core);
   const host = opts.host ?? opts.config.gateway.host;
@@ -83,7 +93,7 @@ export async function startGateway(opts: StartGatewayOptions): Promise<GatewayHa
           const left = await capture.close(Math.max(0, deadline - Date.now()));
           if (left > 0) log(`capture: ${left} requests were not published before the shutdown deadline`);
         }
-        await opts.publisher.close();
+        await opts.publisher?.close();
       })();
       return closing;
     },

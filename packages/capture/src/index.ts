@@ -6,3 +6,6 @@ export { extractUsage, hasTokenDelta } from './usage.js';
 export type { Usage } from './usage.js';
 export { Capture } from './capture.js';
 export type { CaptureOptions, CaptureStats } from './capture.js';
+export { ThreadedCapture } from './thread.js';
+export type { ThreadedCaptureOptions } from './thread.js';
+export type { CaptureSink } from './sink.js';

@@ -49,14 +49,25 @@ class CollectingProcessor implements SpanProcessor {
   async shutdown(): Promise<void> {}
 }
 
+// Unix time of the monotonic origin, split once: marks become HrTime with number
+// arithmetic only (no BigInt per span; nanosecond counts stay below 2^53).
+const ORIGIN_NS = markToUnixNano(0);
+const ORIGIN_S = Number(ORIGIN_NS / 1_000_000_000n);
+const ORIGIN_REM = Number(ORIGIN_NS % 1_000_000_000n);
+
 function hr(mark: number): HrTime {
-  const ns = markToUnixNano(mark);
-  return [Number(ns / 1_000_000_000n), Number(ns % 1_000_000_000n)];
+  const ns = ORIGIN_REM + Math.round(mark * 1e6);
+  const s = Math.floor(ns / 1e9);
+  return [ORIGIN_S + s, ns - s * 1e9];
 }
 
-function hrToNs(t: HrTime): bigint {
-  return BigInt(t[0]) * 1_000_000_000n + BigInt(t[1]);
+/** Decimal nanoseconds of an HrTime, without BigInt. */
+function hrToNsString(t: HrTime): string {
+  if (t[0] === 0) return String(t[1]);
+  const frac = String(t[1]);
+  return `${t[0]}${'000000000'.slice(frac.length)}${frac}`;
 }
+
 
 interface StageMark {
   name: StageName;
@@ -260,7 +271,6 @@ export class SpanBuilder {
 
   #row(s: ReadableSpan, r: RequestRecord): SpanRow {
     const ctx = s.spanContext();
-    const startNs = hrToNs(s.startTime);
     const keys: string[] = [];
     const values: string[] = [];
     for (const [k, v] of Object.entries(s.attributes)) {
@@ -276,9 +286,9 @@ export class SpanBuilder {
       name: s.name,
       kind: SpanKind[s.kind].toLowerCase(),
       is_root: s.kind === SpanKind.SERVER ? 1 : 0,
-      start_time: Number(startNs / 1_000_000_000n),
-      start_time_unix_nano: startNs.toString(),
-      duration_ns: hrToNs(s.duration).toString(),
+      start_time: s.startTime[0],
+      start_time_unix_nano: hrToNsString(s.startTime),
+      duration_ns: String(s.duration[0] * 1e9 + s.duration[1]),
       status_code: status,
       status_message: s.status.message ?? '',
       model: r.model,
