@@ -38,7 +38,8 @@ export class DriverClient {
   static async start(): Promise<DriverClient> {
     const child = fork(ENTRY, [], {
       cwd: BENCH_DIR,
-      execArgv: ['--import', 'tsx'],
+      // --expose-gc: the driver collects garbage between blocks (driver-process.ts).
+      execArgv: ['--import', 'tsx', '--expose-gc'],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     const client = new DriverClient(child);

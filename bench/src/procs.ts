@@ -191,7 +191,21 @@ export interface CpuSample {
   ours: number;
 }
 
-function procTicks(pid: number): number {
+/** Clock ticks per second of /proc's CPU times (getconf CLK_TCK; 100 on Linux x86-64). */
+let clkTck: number | undefined;
+export function ticksPerSecond(): number {
+  if (clkTck === undefined) {
+    try {
+      clkTck = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+    } catch {
+      clkTck = 100;
+    }
+  }
+  return clkTck;
+}
+
+/** utime + stime of a process (all its threads), in clock ticks; 0 when it is gone. */
+export function procTicks(pid: number): number {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // After the parenthesised command: state is field 3, utime field 14, stime field 15.

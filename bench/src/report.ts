@@ -82,6 +82,7 @@ export interface ScenarioResult {
 
 export interface LadderStep {
   rate: number;
+  /** Measured requests of the step (the connection burst before it is not included). */
   sent: number;
   ok: number;
   errors: number;
@@ -92,9 +93,13 @@ export interface LadderStep {
   achieved_rps: number;
   max_send_lag_us: number;
   answered_all: boolean;
+  /** Sightline: rows captured for the step, connection burst included (`capture_expected`). */
   captured?: number;
+  capture_expected?: number;
   rss_mb?: number;
   mock_requests: number;
+  /** CPU used over the step (sending and drain), % of one core: driver, mock, proxy under test. */
+  cpu_pct: Record<string, number>;
 }
 
 export interface LadderArm {
@@ -190,7 +195,7 @@ export function renderMarkdown(r: RunResults): string {
   if (r.ladder !== null) {
     out.push(`## Open-loop ladder (mock answers after ${r.ladder.mock_latency_ms} ms, ${r.ladder.step_ms / 1000} s per step, latency from the intended send time)`);
     out.push('');
-    out.push('| arm | rate req/s | answered/sent | p50 ms | p99 ms | added p99 ms | captured | max send lag ms | RSS MB |');
+    out.push('| arm | rate req/s | answered/sent | p50 ms | p99 ms | added p99 ms | captured/expected | max send lag ms | RSS MB |');
     out.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
     for (const a of r.ladder.arms) {
       if (a.steps.length === 0) {
@@ -200,7 +205,7 @@ export function renderMarkdown(r: RunResults): string {
       for (const st of a.steps) {
         const ms = (v: number | undefined): string => (v === undefined ? dash : (v / 1000).toFixed(1));
         out.push(
-          `| ${a.arm} | ${st.rate} | ${st.ok}/${st.sent} | ${ms(st.p50_us)} | ${ms(st.p99_us)} | ${ms(st.added_p99_us)} | ${st.captured === undefined ? dash : st.captured} | ${ms(st.max_send_lag_us)} | ${st.rss_mb ?? dash} |`,
+          `| ${a.arm} | ${st.rate} | ${st.ok}/${st.sent} | ${ms(st.p50_us)} | ${ms(st.p99_us)} | ${ms(st.added_p99_us)} | ${st.captured === undefined ? dash : `${st.captured}/${st.capture_expected ?? '?'}`} | ${ms(st.max_send_lag_us)} | ${st.rss_mb ?? dash} |`,
         );
       }
     }

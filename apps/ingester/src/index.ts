@@ -4,3 +4,4 @@ export { startIngester, migrateWithRetry } from './start.js';
 export type { StartIngesterOptions, IngesterHandle } from './start.js';
 export { renderIngesterMetrics } from './metrics.js';
 export { Rollup } from './rollup.js';
+export { Retention } from './retention.js';

@@ -20,7 +20,7 @@ async function main(): Promise<void> {
   const name = instanceId('ingester');
   const nc = await connectNats(natsUrl, name, { waitOnFirstConnect: true });
   const consumer = await NatsConsumer.open(nc, { ackWaitMs: envInt('INGESTER_ACK_WAIT_MS', 30_000) });
-  const handle = await startIngester({ consumer, store, port: envInt('INGESTER_PORT', 8082), host: process.env.INGESTER_HOST || '0.0.0.0', log, name });
+  const handle = await startIngester({ consumer, store, port: envInt('INGESTER_PORT', 8082), host: process.env.INGESTER_HOST || '0.0.0.0', log, name, retentionDays: envInt('SIGHTLINE_RETENTION_DAYS', 0) });
   log(`consuming from ${natsUrl}, writing to ${store.kind} database ${store.database}; health on ${handle.url}`);
   onShutdown(async () => {
     log('shutting down');

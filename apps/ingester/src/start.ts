@@ -6,6 +6,7 @@ import type { BusConsumer } from '@sightline/bus';
 import { migrate, type Store } from '@sightline/store';
 import { Ingester } from './ingester.js';
 import { Rollup } from './rollup.js';
+import { Retention } from './retention.js';
 import { renderIngesterMetrics } from './metrics.js';
 
 export interface StartIngesterOptions {
@@ -18,6 +19,8 @@ export interface StartIngesterOptions {
   migrate?: boolean;
   /** Name in `ingest_batches`. */
   name?: string;
+  /** Days of data to keep (daily partitions older are dropped); 0: keep everything. Default 0. */
+  retentionDays?: number;
   log?: (msg: string) => void;
 }
 
@@ -52,6 +55,8 @@ export async function startIngester(opts: StartIngesterOptions): Promise<Ingeste
   const rollup = new Rollup(opts.store, 2_000, log);
   const ingester = new Ingester({ consumer: opts.consumer, store: opts.store, log, name: opts.name, rollup });
   ingester.start();
+  const retention = new Retention(opts.store, opts.retentionDays ?? 0, log);
+  retention.start();
   let app: FastifyInstance | null = null;
   let url = '';
   if (opts.port !== null) {
@@ -74,6 +79,7 @@ export async function startIngester(opts: StartIngesterOptions): Promise<Ingeste
     close() {
       closing ??= (async () => {
         if (app !== null) await app.close();
+        retention.stop();
         await ingester.stop();
       })();
       return closing;

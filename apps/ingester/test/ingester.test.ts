@@ -7,7 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { ClickHouseServerStore, migrate, sql, table } from '@sightline/store';
 import { connectNats, ensureStream, NatsConsumer, NatsPublisher, DEADLETTER_STREAM, STREAM_NAME, DURABLE_NAME } from '@sightline/bus';
-import { Ingester, Rollup } from '@sightline/app-ingester';
+import { Ingester, Rollup, Retention } from '@sightline/app-ingester';
 import { RequestRecord, SpanBuilder } from '@sightline/capture';
 import { newTraceId, now, type CaptureBatch } from '@sightline/core';
 import { ClickHouseServer, NatsServer, waitFor } from '../../../test/support/servers.js';
@@ -146,4 +146,21 @@ test('the per-minute rollup matches the requests table exactly, redeliveries inc
   const errors = await count(sql`SELECT sum(errors) AS n FROM ${table('sightline', 'requests_1m')} FINAL`);
   assert.equal(errors, await count(sql`SELECT countIf(http_status >= 400) AS n FROM ${table('sightline', 'requests')} FINAL`));
   assert.equal(rollup.failed, 0);
+});
+
+test('retention drops daily partitions older than the setting, and nothing newer', async () => {
+  const old = batch(2);
+  const day = 86400;
+  const tenDaysAgo = Math.floor(Date.now() / 1000) - 10 * day;
+  for (const r of old.requests) r.start_time = tenDaysAgo;
+  for (const s of old.spans) s.start_time = tenDaysAgo;
+  await store.insert('requests', old.requests);
+  await store.insert('spans', old.spans);
+  const before = await count(sql`SELECT count() AS n FROM ${table('sightline', 'requests')}`);
+  const dropped = await new Retention(store, 7).run();
+  assert.ok(dropped >= 2, `dropped ${dropped}`);
+  const after = await count(sql`SELECT count() AS n FROM ${table('sightline', 'requests')}`);
+  assert.equal(after, before - 2);
+  assert.equal(await new Retention(store, 7).run(), 0, 'nothing more to drop');
+  assert.equal(await new Retention(store, 0).run(), 0, '0 keeps everything');
 });

@@ -52,7 +52,7 @@ async function main(): Promise<void> {
   const store = await storeFromEnv();
   log(store.kind === 'chdb' ? `store: in-process ClickHouse (chdb) under ${dataDir()} (set CLICKHOUSE_URL to use a server)` : `store: ClickHouse at ${process.env.CLICKHOUSE_URL}`);
 
-  const ingester = await startIngester({ consumer, store, port: envInt('INGESTER_PORT', 8082), host: config.query.host, log: logger('ingester') });
+  const ingester = await startIngester({ consumer, store, port: envInt('INGESTER_PORT', 8082), host: config.query.host, log: logger('ingester'), retentionDays: envInt('SIGHTLINE_RETENTION_DAYS', 0) });
   const query = await startQuery({ store, port: config.query.port, host: config.query.host, log: logger('query'), priceOf: priceLookup(config.pricing) });
   const gateway = await startGateway({ config, publisher, instance, log: logger('gateway'), captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1' });
   log(`gateway  ${gateway.url}  (OpenAI: POST /v1/chat/completions)`);
