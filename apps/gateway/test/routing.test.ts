@@ -18,6 +18,7 @@ import { waitFor, freePort } from '../../../test/support/servers.js';
 let a: MockServer;
 let b: MockServer;
 let slow: MockServer;
+let late: MockServer;
 let revived: MockServer | null = null;
 let deadPort = 0;
 let gw: GatewayHandle;
@@ -40,7 +41,7 @@ async function captured(traceId: string): Promise<{ request: RequestRow; spans: 
 }
 
 before(async () => {
-  [a, b, slow] = await Promise.all([startMock(), startMock(), startMock({ gapMs: 3000, chunks: 3 })]);
+  [a, b, slow, late] = await Promise.all([startMock(), startMock(), startMock({ gapMs: 3000, chunks: 3 }), startMock({ latencyMs: 2000 })]);
   deadPort = await freePort();
   const config = parseConfig(
     `
@@ -50,6 +51,8 @@ providers:
   b: { type: openai-compatible, base_url: "${b.url}/v1" }
   dead: { type: openai-compatible, base_url: "http://127.0.0.1:${deadPort}/v1", connect_timeout_ms: 1000 }
   slow: { type: openai-compatible, base_url: "${slow.url}/v1", body_timeout_ms: 300 }
+  late: { type: openai-compatible, base_url: "${late.url}/v1", headers_timeout_ms: 300 }
+  late2: { type: openai-compatible, base_url: "${late.url}/v1" }
   claude: { type: anthropic, base_url: "${a.url}" }
 routes:
   - { match: "retry-model", targets: [ { provider: a, model: gpt-4o } ], retries: 1, retry_backoff_ms: 10 }
@@ -57,6 +60,8 @@ routes:
   - { match: "breaker-model", targets: [ { provider: dead } ], retries: 0 }
   - { match: "client-error-model", targets: [ { provider: b } ], retries: 0 }
   - { match: "slow-model", provider: slow }
+  - { match: "late-model", provider: late, retries: 0 }
+  - { match: "deadline-model", provider: late2, retries: 0, timeout_ms: 400 }
   - { match: "claude-*", provider: claude }
   - { match: ["gpt-4o", "gpt-4o-mini"], provider: a }
 breaker: { failure_threshold: 2, cooldown_ms: 400 }
@@ -69,7 +74,7 @@ capture: { flush_interval_ms: 5 }
 
 after(async () => {
   await gw.close(2000);
-  await Promise.all([a.close(), b.close(), slow.close(), revived?.close()]);
+  await Promise.all([a.close(), b.close(), slow.close(), late.close(), revived?.close()]);
 });
 
 beforeEach(() => {
@@ -156,6 +161,26 @@ test('a stalled stream hits the idle timeout and is captured as such', async () 
   const { request, spans: sp } = await captured(traceId);
   assert.equal(request.error_type, 'upstream_idle_timeout');
   assert.equal(sp.find((x) => x.status_code === 'ERROR' && stageNames.includes(x.name))?.name, 'upstream.stream');
+});
+
+test('no response headers within headers_timeout_ms is a 504, failed in upstream.wait', async () => {
+  const started = Date.now();
+  const res = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'late-model', messages: [] }) });
+  assert.equal(res.status, 504);
+  assert.ok(Date.now() - started < 1500, 'answered at the first-byte timeout, not when the provider finally answered');
+  assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'upstream_timeout');
+  const { spans: sp } = await captured(res.headers.get('x-sightline-trace-id')!);
+  assert.equal(sp.find((x) => x.status_code === 'ERROR' && stageNames.includes(x.name))?.name, 'upstream.wait');
+});
+
+test("a route's total timeout cuts a slow request with a 504", async () => {
+  const started = Date.now();
+  const res = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'deadline-model', messages: [] }) });
+  assert.equal(res.status, 504);
+  assert.ok(Date.now() - started < 1500);
+  const body = (await res.json()) as { error: { code: string; message: string } };
+  assert.equal(body.error.code, 'upstream_timeout');
+  assert.match(body.error.message, /400 ms/);
 });
 
 test('Anthropic clients: JSON and streamed messages through /v1/messages', async () => {
