@@ -30,8 +30,9 @@ const MAX_ERROR_SAMPLES = 5;
 const MAX_ERROR_BODY = 300;
 /**
  * Open loop: the most requests the driver keeps in flight. 5,000 req/s against a 1,500 ms mock
- * is 7,500; past this cap a due request is counted as `not sent` instead of opening yet more
- * sockets (the process has 20,000 descriptors, and the proxy under test needs two per request).
+ * is 7,500, so the cap is reached when a proxy adds more than 300 ms; past it a due request is
+ * counted as `not sent` instead of opening yet more sockets (every process here has at most
+ * 20,000 descriptors, and a proxy needs two per request in flight).
  */
 export const OPEN_LOOP_MAX_IN_FLIGHT = 9_000;
 
@@ -186,6 +187,12 @@ export class ConnectionPool {
     this.waiting.push(use);
   }
 
+  /**
+   * Returns a connection. Handing it to a waiting request happens in a microtask, never
+   * synchronously: release() runs inside undici's callbacks, and a failed connect errors every
+   * request of the client in a loop that asserts the client is empty afterwards, so a request
+   * dispatched from within that loop would trip undici's assertion.
+   */
   release(c: Client): void {
     if (this.head < this.waiting.length) {
       const next = this.waiting[this.head];
@@ -195,7 +202,7 @@ export class ConnectionPool {
         this.waiting.length = 0;
         this.head = 0;
       }
-      next?.(c);
+      queueMicrotask(() => next?.(c));
       return;
     }
     this.idle.push(c);
@@ -340,10 +347,6 @@ function send(pool: ConnectionPool, opts: Dispatcher.DispatchOptions, template: 
   });
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
 /** Runs one block; bounded by its request count and by `maxDurationMs`. */
 export async function runBlock(spec: BlockSpec): Promise<BlockResult> {
   const { request, mode } = spec;
@@ -428,16 +431,17 @@ export async function runBlock(spec: BlockSpec): Promise<BlockResult> {
         const due = t0 + next * interval;
         if (due > now) break;
         next++;
-        tally.attempted++;
         tally.sent++;
         const lag = (now - due) * 1000;
         if (lag > tally.maxSendLagUs) tally.maxSendLagUs = lag;
         if (inFlight >= OPEN_LOOP_MAX_IN_FLIGHT) {
+          // Counted as a failed request, but never issued: not in `attempted`.
           finished++;
           tally.lastDone = now;
           tally.fail('not sent', `not sent: ${OPEN_LOOP_MAX_IN_FLIGHT} requests already in flight`);
           continue;
         }
+        tally.attempted++;
         inFlight++;
         void send(pool, opts, request, due).then(onDone);
       }
@@ -451,13 +455,14 @@ export async function runBlock(spec: BlockSpec): Promise<BlockResult> {
   });
   // Drain: wait for every answer, bounded by the block's deadline.
   if (finished < total && !truncated) {
-    await Promise.race([
-      new Promise<void>((resolve) => {
-        wake = resolve;
-        if (finished >= total) resolve();
-      }),
-      sleep(Math.max(0, deadline - performance.now())),
-    ]);
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, Math.max(0, deadline - performance.now()));
+      wake = (): void => {
+        clearTimeout(timer);
+        resolve();
+      };
+      if (finished >= total) wake();
+    });
   }
   if (finished < next) {
     // Still unanswered at the deadline: count them as timeouts and drop their sockets so

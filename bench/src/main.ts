@@ -32,6 +32,9 @@ const USAGE = `usage: npm run bench [-- --quick] [--no-netns] [--pin apart|split
   --no-pin    same as --pin none
   --arms      start and run only these proxy arms (sightline, sightline-nocapture, node-proxy,
               nginx, portkey); direct always runs. For development: ratios need all of them
+  --node-proxy-client free-list|pool
+              upstream connections of the node-proxy arm (default free-list; pool is undici's
+              Pool, which walks all its connections per request: see peers/node-proxy.ts)
   --rates     open-loop ladder rates in req/s, e.g. 3500,5000 (default: quick 500,1000;
               full 1000,2000,3500,5000)
   --only      run only these scenarios (json-1k-seq, json-1k-c16, json-16k-seq, json-64k-seq,
@@ -44,6 +47,7 @@ export interface Flags {
   only: string[] | null;
   arms: string[] | null;
   rates: number[] | null;
+  nodeProxyClient: 'free-list' | 'pool';
 }
 
 function list(v: string | undefined): string[] | null {
@@ -59,6 +63,7 @@ function flags(): Flags | null {
       pin: { type: 'string' },
       arms: { type: 'string' },
       rates: { type: 'string' },
+      'node-proxy-client': { type: 'string' },
       only: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -67,7 +72,10 @@ function flags(): Flags | null {
   if (values.help === true) return null;
   const pin = values['no-pin'] === true ? 'none' : (values.pin ?? 'apart');
   if (pin !== 'apart' && pin !== 'split' && pin !== 'none') throw new Error(`--pin must be apart, split or none, got ${pin}`);
+  const nodeProxyClient = values['node-proxy-client'] ?? 'free-list';
+  if (nodeProxyClient !== 'free-list' && nodeProxyClient !== 'pool') throw new Error(`--node-proxy-client must be free-list or pool, got ${nodeProxyClient}`);
   return {
+    nodeProxyClient,
     quick: values.quick === true,
     netns: values['no-netns'] !== true,
     pin,
@@ -131,9 +139,29 @@ function preflight(): Preflight {
   return { fatal, notes, nginx, netnsPossible, pinPossible };
 }
 
+/**
+ * Limits of the run (the descriptor limit is inherited by every process of the run) and network
+ * settings of the namespace (they are per namespace, so the host's stay untouched).
+ * Every proxy and the driver connect to the same mock port from 127.0.0.1, and each open-loop
+ * step holds up to 9,000 connections per hop while earlier steps' connections linger (kept
+ * alive by the proxies, or in TIME_WAIT): Linux's default range of 28,232 ephemeral ports runs
+ * out, and connect() then stalls or fails. A wider range and TIME_WAIT reuse keep the ladder
+ * measuring the proxies rather than port exhaustion.
+ */
+const NAMESPACE_SETUP = [
+  'ip link set lo up',
+  // Descriptors: the mock alone can hold the ladder's 9,000 connections per hop plus the
+  // connections the proxies keep alive from earlier steps; the default 20,000 runs out.
+  '(ulimit -Hn 262144 && ulimit -Sn 262144 || true)',
+  '(sysctl -q -w net.ipv4.ip_local_port_range="16384 65000" || true)',
+  '(sysctl -q -w net.ipv4.tcp_tw_reuse=1 || true)',
+  '(sysctl -q -w net.core.somaxconn=16384 || true)',
+  '(sysctl -q -w net.ipv4.tcp_max_syn_backlog=16384 || true)',
+].join(' && ');
+
 /** Re-runs this command inside `unshare -n` with loopback up; resolves with its exit code. */
 function reexecInNamespace(argv: string[]): Promise<number> {
-  const child = spawn('unshare', ['-n', '--', 'sh', '-c', 'ip link set lo up && exec "$@"', 'sh', process.execPath, '--import', 'tsx', fileURLToPath(import.meta.url), ...argv], {
+  const child = spawn('unshare', ['-n', '--', 'sh', '-c', `${NAMESPACE_SETUP} && exec "$@"`, 'sh', process.execPath, '--import', 'tsx', fileURLToPath(import.meta.url), ...argv], {
     cwd: BENCH,
     env: { ...process.env, [INNER_ENV]: '1' },
     stdio: 'inherit',

@@ -136,6 +136,8 @@ export interface Rig {
   pinning: string;
   processes: { role: string; pid: number; cpus: string }[];
   versions: Record<string, string>;
+  /** Kernel network settings of the run's namespace. */
+  net: Record<string, string>;
 }
 
 export interface RunResults {

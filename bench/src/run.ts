@@ -46,6 +46,8 @@ export interface RunOptions {
   arms: string[] | null;
   /** Ladder rates overriding the plan's. */
   rates: number[] | null;
+  /** Upstream connections of the node-proxy arm (peers/node-proxy.ts). */
+  nodeProxyClient: 'free-list' | 'pool';
 }
 
 /** Error-rate gate: more than 0.1 % failed requests invalidates an arm's figures (issue 5). */
@@ -565,7 +567,10 @@ class Runner {
         // connections in the driver's pool (and behind the proxy). The step then measures
         // 5,000 req/s over warm connections, not a storm of 7,500 TCP handshakes.
         const width = Math.min(connections, Math.ceil((rate * ladder.mock.latencyMs) / 1000));
-        await this.stack.mock.configure({ ...ladder.mock, latencyMs: 0 });
+        // A fresh mock (stack.ts Mock.restart: descriptors), then give the proxies a moment to
+        // see their idle connections to the old one close.
+        await this.stack.mock.restart({ ...ladder.mock, latencyMs: 0 });
+        await sleep(500);
         const warm = await this.driver.run({ ...spec, id: `${name}/${armName}/connect`, mode: { kind: 'concurrent', concurrency: width, requests: width }, maxDurationMs: 60_000 });
         await this.stack.mock.configure(ladder.mock);
         if (armName === 'sightline') this.note(teamOf(name), warm.attempted);
@@ -687,7 +692,26 @@ async function rig(stack: Stack, pin: Pinning | null, netns: boolean, driverPid:
     pinning: pinningText(pin),
     processes,
     versions,
+    net: netSettings(),
   };
+}
+
+/** The network settings the run had (set by main.ts inside the namespace). */
+function netSettings(): Record<string, string> {
+  const out: Record<string, string> = {};
+  try {
+    out['nofile'] = execFileSync('sh', ['-c', 'ulimit -n'], { encoding: 'utf8' }).trim();
+  } catch {
+    out['nofile'] = 'unknown';
+  }
+  for (const key of ['net/ipv4/ip_local_port_range', 'net/ipv4/tcp_tw_reuse', 'net/core/somaxconn', 'net/ipv4/tcp_max_syn_backlog']) {
+    try {
+      out[key.replace(/\//g, '.')] = readFileSync(`/proc/sys/${key}`, 'utf8').trim().replace(/\s+/g, ' ');
+    } catch {
+      out[key.replace(/\//g, '.')] = 'unknown';
+    }
+  }
+  return out;
 }
 
 function pinningText(pin: Pinning | null): string {
@@ -817,7 +841,7 @@ export async function run(opts: RunOptions): Promise<number> {
   watchdog.unref();
 
   try {
-    stack = await startStack({ pin, netns: opts.netns, runId, log, arms: opts.arms });
+    stack = await startStack({ pin, netns: opts.netns, runId, log, arms: opts.arms, nodeProxyClient: opts.nodeProxyClient });
     for (const [name, arm] of stack.arms) log(`arm ${name}: ${arm.target === undefined ? `not available (${arm.reason.slice(0, 200)})` : arm.target.origin}`);
     driver = await DriverClient.start();
     const runner = new Runner(plan, stack, driver);
@@ -868,6 +892,7 @@ export async function run(opts: RunOptions): Promise<number> {
         ttft: 'first non-empty OpenAI content delta / first Anthropic text_delta, from the send time',
         gap: 'per request, the largest interval between two body reads after the first token',
         open_loop: 'latency from the intended send time (request i due at start + i/rate), so stalls are not omitted',
+        node_proxy_client: opts.nodeProxyClient,
       },
       scenarios,
       ladder,

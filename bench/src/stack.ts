@@ -46,18 +46,36 @@ export class Mock {
   readonly url: string;
 
   private constructor(
-    readonly proc: Proc,
+    public proc: Proc,
     readonly port: number,
+    private readonly cpu: number | undefined,
   ) {
     this.url = `http://127.0.0.1:${port}`;
   }
 
+  private static spawn(port: number, cpu: number | undefined): Proc {
+    return spawnProc('mock', process.execPath, ['--import', 'tsx', 'bench/mock/main.ts', '--port', String(port)], { cwd: ROOT, cpu });
+  }
+
   static async start(cpu: number | undefined): Promise<Mock> {
     const port = await freePort();
-    const proc = spawnProc('mock', process.execPath, ['--import', 'tsx', 'bench/mock/main.ts', '--port', String(port)], { cwd: ROOT, cpu });
-    const mock = new Mock(proc, port);
-    await waitHttp(proc, `${mock.url}/healthz`, 30_000, 200);
+    const mock = new Mock(Mock.spawn(port, cpu), port, cpu);
+    await waitHttp(mock.proc, `${mock.url}/healthz`, 30_000, 200);
     return mock;
+  }
+
+  /**
+   * Stops the mock and starts a fresh one on the same port. Used before each open-loop step:
+   * the proxies keep thousands of idle connections to the mock alive from earlier steps, and
+   * this sandbox caps every process at 20,000 descriptors (no CAP_SYS_RESOURCE to raise it),
+   * so the mock would run out of them mid-step. Restarting closes them all; the proxies see
+   * their idle connections close and open new ones.
+   */
+  async restart(knobs: MockKnobs): Promise<void> {
+    await this.proc.stop();
+    this.proc = Mock.spawn(this.port, this.cpu);
+    await waitHttp(this.proc, `${this.url}/healthz`, 30_000, 200);
+    await this.configure(knobs);
   }
 
   private async admin(method: 'GET' | 'POST', path: string, body?: string): Promise<unknown> {
@@ -120,6 +138,8 @@ export interface StackOptions {
   log: (msg: string) => void;
   /** Proxy arms to start; null: all (the others are recorded as not selected). */
   arms: string[] | null;
+  /** node-proxy's upstream connections (peers/node-proxy.ts --client). */
+  nodeProxyClient: 'free-list' | 'pool';
 }
 
 function message(err: unknown): string {
@@ -256,7 +276,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
 
     const nodeProxy = async (): Promise<void> => {
       const port = await freePort();
-      const proc = spawnProc('node-proxy', process.execPath, ['--import', 'tsx', 'src/peers/node-proxy.ts', '--port', String(port), '--upstream', mock.url], { cwd: BENCH, cpu: proxyCpu });
+      const proc = spawnProc('node-proxy', process.execPath, ['--import', 'tsx', 'src/peers/node-proxy.ts', '--port', String(port), '--upstream', mock.url, '--client', opts.nodeProxyClient], { cwd: BENCH, cpu: proxyCpu });
       stoppers.push(() => proc.stop());
       const url = `http://127.0.0.1:${port}`;
       try {
