@@ -59,9 +59,10 @@ function runPrimary(n: number): void {
 }
 
 async function runWorker(): Promise<void> {
-  // The spool lives with the rest of the local data unless told otherwise; each worker
-  // has its own, since a spool is replayed by the process that owns it.
-  process.env.SIGHTLINE_SPOOL_DIR ||= join(dataDir(), 'spool');
+  // The spool lives with the rest of the local data unless told otherwise, one per port
+  // (stable across restarts, distinct between gateways on one host) and one per worker,
+  // since a spool is replayed by the process that owns it.
+  process.env.SIGHTLINE_SPOOL_DIR ||= join(dataDir(), 'spool', `port-${process.env.GATEWAY_PORT || '8080'}`);
   const slot = process.env.GATEWAY_WORKER_SLOT;
   if (slot !== undefined) process.env.SIGHTLINE_SPOOL_DIR = join(process.env.SIGHTLINE_SPOOL_DIR, `worker-${slot}`);
   const config = loadConfigFromEnv();

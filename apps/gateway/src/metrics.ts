@@ -75,6 +75,7 @@ export class Metrics {
       out += counter('sightline_capture_spooled_total', 'Requests written to the disk spool.', s.spooled);
       out += counter('sightline_capture_replayed_total', 'Requests published from the disk spool.', s.replayed);
       out += counter('sightline_capture_dropped_total', 'Requests whose capture was dropped.', s.dropped);
+      out += counter('sightline_capture_refused_batches_total', 'Batches NATS refused for good (over its max payload), dropped.', s.refused);
       out += `# HELP sightline_capture_spool_batches Batches in the disk spool.\n# TYPE sightline_capture_spool_batches gauge\nsightline_capture_spool_batches ${s.spoolBatches}\n`;
       out += `# HELP sightline_capture_spool_bytes Bytes in the disk spool.\n# TYPE sightline_capture_spool_bytes gauge\nsightline_capture_spool_bytes ${s.spoolBytes}\n`;
       out += `# HELP sightline_capture_queue_depth Requests waiting to be published.\n# TYPE sightline_capture_queue_depth gauge\nsightline_capture_queue_depth ${s.queued}\n`;

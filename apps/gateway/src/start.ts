@@ -3,7 +3,7 @@
  * one-command launcher (apps/sightline).
  */
 import type { FastifyInstance } from 'fastify';
-import { Capture, ThreadedCapture, type CaptureSink } from '@sightline/capture';
+import { Capture, Spool, ThreadedCapture, type CaptureSink } from '@sightline/capture';
 import type { BusPublisher } from '@sightline/bus';
 import type { Config } from '@sightline/config';
 import { buildGateway, GatewayCore } from './server.js';
@@ -53,6 +53,8 @@ export async function startGateway(opts: StartGatewayOptions): Promise<GatewayHa
   const log = opts.log ?? (() => {});
   const enabled = opts.config.capture.enabled && opts.captureOff !== true;
   let capture: CaptureSink | null = null;
+  const spoolDir = opts.config.capture.spoolDir;
+  if (enabled && spoolDir !== null) Spool.claim(spoolDir);
   if (enabled && opts.natsUrl !== undefined) {
     capture = new ThreadedCapture({ instance: opts.instance, config: opts.config.capture, natsUrl: opts.natsUrl, onError: log });
   } else if (enabled) {
@@ -94,6 +96,7 @@ export async function startGateway(opts: StartGatewayOptions): Promise<GatewayHa
           if (left > 0) log(`capture: ${left} requests were not published before the shutdown deadline`);
         }
         await opts.publisher?.close();
+        if (spoolDir !== null) Spool.release(spoolDir);
       })();
       return closing;
     },

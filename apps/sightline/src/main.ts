@@ -21,7 +21,7 @@ function logger(app: string): (msg: string) => void {
 
 async function main(): Promise<void> {
   // The spool lives with the rest of the local data unless told otherwise.
-  process.env.SIGHTLINE_SPOOL_DIR ||= join(dataDir(), 'spool');
+  process.env.SIGHTLINE_SPOOL_DIR ||= join(dataDir(), 'spool', `port-${process.env.GATEWAY_PORT || '8080'}`);
   const log = logger('sightline');
   const config = loadConfigFromEnv();
   const instance = instanceId('gw');

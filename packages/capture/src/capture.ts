@@ -14,7 +14,7 @@
  * there is none) do batches wait in memory, and only when memory is full too are
  * records dropped; every drop is counted.
  */
-import { unixNanoNow, type CaptureBatch } from '@sightline/core';
+import { unixNanoNow } from '@sightline/core';
 import type { BusPublisher } from '@sightline/bus';
 import type { CaptureConfig } from '@sightline/config';
 import type { RequestRecord } from './record.js';
@@ -39,6 +39,8 @@ export interface CaptureStats {
   dropped: number;
   /** Requests waiting in memory: not yet built, or built and not yet acknowledged or spooled. */
   queued: number;
+  /** Batches NATS refused for good (over its max payload), dropped. */
+  refused: number;
   /** Batches in the disk spool. */
   spoolBatches: number;
   spoolBytes: number;
@@ -63,6 +65,12 @@ export interface CaptureOptions {
   onError?: (err: unknown) => void;
 }
 
+/** Whether a publish error says the message can never be accepted (not a passing fault). */
+function refusedForGood(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown };
+  return e.code === 'MAX_PAYLOAD_EXCEEDED' || /max(imum)?[ _]payload/i.test(String(e.message ?? ''));
+}
+
 /** Records built per event-loop turn. ~35 µs each: about a millisecond per slice. */
 const BUILD_SLICE = 32;
 
@@ -80,8 +88,9 @@ export class Capture implements CaptureSink {
   readonly #onError: (err: unknown) => void;
   readonly #spool: Spool | null;
   #pending: RequestRecord[] = [];
-  /** The batch being built, across slices. */
-  #building: CaptureBatch | null = null;
+  /** The batch being built, across slices: each request's row and spans as JSON. */
+  #building: { requests: string[]; spans: string[]; bytes: number } | null = null;
+  readonly #maxBytes: number;
   readonly #outbox: OutBatch[] = [];
   #outboxRequests = 0;
   #inFlight = 0;
@@ -99,11 +108,12 @@ export class Capture implements CaptureSink {
   #idleWaiters: (() => void)[] = [];
 
   readonly stats: CaptureStats = {
-    recorded: 0, published: 0, publishedBatches: 0, publishFailures: 0, spooled: 0, replayed: 0, dropped: 0, queued: 0, spoolBatches: 0, spoolBytes: 0,
+    recorded: 0, published: 0, publishedBatches: 0, publishFailures: 0, spooled: 0, replayed: 0, dropped: 0, refused: 0, queued: 0, spoolBatches: 0, spoolBytes: 0,
   };
 
   constructor(opts: CaptureOptions) {
     this.#cfg = opts.config;
+    this.#maxBytes = opts.config.batchMaxBytes;
     this.#publisher = opts.publisher;
     this.#instance = opts.instance;
     this.#builder = new SpanBuilder({ instance: opts.instance, version: opts.version });
@@ -152,50 +162,55 @@ export class Capture implements CaptureSink {
   }
 
   /**
-   * Builds up to `limit` pending records into batches; a batch is finished when full or
+   * Builds up to `limit` pending records into batches. A batch is finished when it holds
+   * `batchMaxRequests` requests, when the next request would take it past
+   * `batchMaxBytes` (NATS refuses messages over its max_payload, 1 MiB by default), or
    * when nothing is pending. Returns whether records are still pending.
    */
   #buildBatches(limit = Number.POSITIVE_INFINITY): boolean {
     let done = 0;
     while (this.#pending.length > 0 && done < limit) {
-      const take = Math.min(this.#pending.length, limit - done, this.#cfg.batchMaxRequests - (this.#building?.requests.length ?? 0));
+      const take = Math.min(this.#pending.length, limit - done);
       const recs = take === this.#pending.length ? this.#pending : this.#pending.slice(0, take);
       this.#pending = recs === this.#pending ? [] : this.#pending.slice(take);
       done += recs.length;
-      const batch = (this.#building ??= {
-        v: 1,
-        instance: this.#instance,
-        batch: String(++this.#batchSeq),
-        requests_count: 0,
-        published_at_unix_nano: '',
-        requests: [],
-        spans: [],
-      });
       for (const r of recs) {
+        let req: string;
+        let spans: string;
         try {
           const built = this.#builder.build(r);
-          batch.requests.push(built.request);
-          for (const sp of built.spans) batch.spans.push(sp);
+          req = JSON.stringify(built.request);
+          spans = built.spans.map((sp) => JSON.stringify(sp)).join(',');
         } catch (e) {
           // A record that cannot be built is counted as dropped rather than blocking the batch.
           this.stats.dropped++;
           this.stats.queued--;
           this.#onError(e);
+          continue;
         }
+        const size = req.length + spans.length + 2;
+        const b = this.#building;
+        if (b !== null && (b.bytes + size > this.#maxBytes || b.requests.length >= this.#cfg.batchMaxRequests)) this.#finishBatch();
+        const cur = (this.#building ??= { requests: [], spans: [], bytes: 256 });
+        cur.requests.push(req);
+        cur.spans.push(spans);
+        cur.bytes += size;
       }
-      if (batch.requests.length >= this.#cfg.batchMaxRequests) this.#finishBatch();
     }
     if (this.#pending.length === 0) this.#finishBatch();
     return this.#pending.length > 0;
   }
 
   #finishBatch(): void {
-    const batch = this.#building;
+    const b = this.#building;
     this.#building = null;
-    if (batch === null || batch.requests.length === 0) return;
-    batch.requests_count = batch.requests.length;
-    batch.published_at_unix_nano = unixNanoNow().toString();
-    const out: OutBatch = { id: `${this.#instance}/${batch.batch}`, data: Buffer.from(JSON.stringify(batch)), requests: batch.requests.length };
+    if (b === null || b.requests.length === 0) return;
+    const seq = String(++this.#batchSeq);
+    // The batch is assembled from the rows' JSON; the header carries requests_count first
+    // so counters can read it without parsing (requestsIn).
+    const head = `{"v":1,"instance":${JSON.stringify(this.#instance)},"batch":"${seq}","requests_count":${b.requests.length},"published_at_unix_nano":"${unixNanoNow()}"`;
+    const json = `${head},"requests":[${b.requests.join(',')}],"spans":[${b.spans.join(',')}]}`;
+    const out: OutBatch = { id: `${this.#instance}/${seq}`, data: Buffer.from(json), requests: b.requests.length };
     if (this.#spoolFirst()) this.#toSpool(out);
     else {
       this.#outbox.push(out);
@@ -278,6 +293,10 @@ export class Capture implements CaptureSink {
       (err: unknown) => {
         this.#inFlight--;
         this.#outboxRequests -= b.requests;
+        if (refusedForGood(err)) {
+          this.#refused(b.requests, err);
+          return;
+        }
         this.#publishFailed(err);
         if (this.#spool !== null) this.#toSpool(b);
         else {
@@ -310,13 +329,30 @@ export class Capture implements CaptureSink {
           this.#syncSpoolStats();
           this.#succeeded();
         },
-        (err: unknown) => {
+        async (err: unknown) => {
           this.#inFlight--;
           this.#replaying.delete(e);
+          if (refusedForGood(err)) {
+            // Retrying cannot help, and it must not hold back the batches behind it.
+            await spool.remove(e).catch(() => {});
+            this.#syncSpoolStats();
+            this.#refused(0, err);
+            return;
+          }
           this.#publishFailed(err);
           this.#checkIdle();
         },
       );
+  }
+
+  /** A batch NATS will never take (too large for its max_payload): dropped and counted. */
+  #refused(requests: number, err: unknown): void {
+    this.stats.refused++;
+    this.stats.dropped += requests;
+    this.stats.queued -= requests;
+    this.#onError(new Error(`NATS refused a capture batch for good, dropped: ${err instanceof Error ? err.message : String(err)}`));
+    this.#pump();
+    this.#checkIdle();
   }
 
   #succeeded(): void {

@@ -9,3 +9,4 @@ export type { CaptureOptions, CaptureStats } from './capture.js';
 export { ThreadedCapture } from './thread.js';
 export type { ThreadedCaptureOptions } from './thread.js';
 export type { CaptureSink } from './sink.js';
+export { Spool } from './spool.js';

@@ -10,7 +10,7 @@
  * Files are written without fsync: they survive the process being killed, not the
  * machine losing power.
  */
-import { mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { readFile, rm, writeFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 
@@ -23,7 +23,48 @@ export interface SpoolEntry {
 
 const SUFFIX = '.batch';
 
+const LOCK = '.lock';
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 export class Spool {
+  /**
+   * Claims a spool directory for this process: a spool is replayed by the process that
+   * owns it, so two live gateways must never share one (each would replay, and delete,
+   * the other's batches). A lock left by a process that is gone is taken over.
+   */
+  static claim(dir: string): void {
+    mkdirSync(dir, { recursive: true });
+    const lock = join(dir, LOCK);
+    let holder = 0;
+    try {
+      holder = Number(readFileSync(lock, 'utf8').trim());
+    } catch {
+      // no lock yet
+    }
+    if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && alive(holder)) {
+      throw new Error(`capture spool ${dir} is in use by process ${holder}; give each gateway its own SIGHTLINE_SPOOL_DIR (capture.spool_dir)`);
+    }
+    writeFileSync(lock, String(process.pid));
+  }
+
+  /** Releases a claim made by this process. */
+  static release(dir: string): void {
+    const lock = join(dir, LOCK);
+    try {
+      if (Number(readFileSync(lock, 'utf8').trim()) === process.pid) rmSync(lock, { force: true });
+    } catch {
+      // already gone
+    }
+  }
+
   readonly #dir: string;
   readonly #maxBytes: number;
   readonly #entries: SpoolEntry[] = [];

@@ -43,7 +43,7 @@ export class ThreadedCapture implements CaptureSink {
   #timer: NodeJS.Timeout | null = null;
   #droppedHere = 0;
   #recordedHere = 0;
-  #workerStats: CaptureStats = { recorded: 0, published: 0, publishedBatches: 0, publishFailures: 0, spooled: 0, replayed: 0, dropped: 0, queued: 0, spoolBatches: 0, spoolBytes: 0 };
+  #workerStats: CaptureStats = { recorded: 0, published: 0, publishedBatches: 0, publishFailures: 0, spooled: 0, replayed: 0, dropped: 0, refused: 0, queued: 0, spoolBatches: 0, spoolBytes: 0 };
   #closing: Promise<number> | null = null;
   #exited = false;
 

@@ -180,7 +180,7 @@ test('an incoming traceparent makes the root a child of the caller span', () => 
 });
 
 const cfg = (over: Partial<CaptureConfig> = {}): CaptureConfig => ({
-  enabled: true, batchMaxRequests: 10, flushIntervalMs: 5, queueMaxRequests: 100, maxInFlight: 2, publishTimeoutMs: 1000, ...over,
+  enabled: true, batchMaxRequests: 10, batchMaxBytes: 512 * 1024, flushIntervalMs: 5, queueMaxRequests: 100, maxInFlight: 2, publishTimeoutMs: 1000, ...over,
 });
 
 test('capture batches records and publishes each batch once with a message id', async () => {
@@ -228,4 +228,28 @@ test('when the queue is full, records are dropped and counted', async () => {
   assert.equal(cap.stats.dropped, 30);
   const left = await cap.close(300);
   assert.equal(left, 20);
+});
+
+test('batches stay under the byte bound, and a batch NATS refuses for good is dropped without blocking the rest', async () => {
+  const bus = new MemoryBus();
+  let refuseNext = true;
+  const pub: BusPublisher = {
+    publish: async (d, id) => {
+      assert.ok(d.length <= 40 * 1024, `batch of ${d.length} bytes`);
+      if (refuseNext) {
+        refuseNext = false;
+        throw Object.assign(new Error('maximum payload exceeded'), { code: 'MAX_PAYLOAD_EXCEEDED' });
+      }
+      await bus.publish(d, id);
+    },
+    close: async () => {},
+  };
+  const cap = new Capture({ instance: 'gw-b', config: cfg({ batchMaxRequests: 1000, batchMaxBytes: 40 * 1024, maxInFlight: 1 }), publisher: pub });
+  for (let i = 0; i < 60; i++) cap.record(fullRecord());
+  await cap.flush(5000);
+  assert.equal(cap.stats.refused, 1);
+  assert.ok(cap.stats.dropped > 0 && cap.stats.dropped < 60);
+  assert.equal(cap.stats.published + cap.stats.dropped, 60);
+  const msgs = await bus.fetch(1000, 50);
+  assert.ok(msgs.length >= 2, 'several batches');
 });

@@ -3,13 +3,13 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Capture, RequestRecord } from '@sightline/capture';
+import { Capture, RequestRecord, Spool } from '@sightline/capture';
 import { MemoryBus, type BusPublisher } from '@sightline/bus';
 import { newTraceId, now, type CaptureBatch } from '@sightline/core';
 import type { CaptureConfig } from '@sightline/config';
 import { waitFor } from '../../../test/support/servers.js';
 
-const cfg: CaptureConfig = { enabled: true, batchMaxRequests: 5, flushIntervalMs: 5, queueMaxRequests: 1000, maxInFlight: 2, publishTimeoutMs: 500, spoolDir: null, spoolMaxBytes: 1 << 30 };
+const cfg: CaptureConfig = { enabled: true, batchMaxRequests: 5, batchMaxBytes: 512 * 1024, flushIntervalMs: 5, queueMaxRequests: 1000, maxInFlight: 2, publishTimeoutMs: 500, spoolDir: null, spoolMaxBytes: 1 << 30 };
 
 function rec(seq: number): RequestRecord {
   const r = new RequestRecord();
@@ -123,5 +123,44 @@ test('a publisher that fails without saying so: batches spill after the failure,
   const { seqs } = await seqsOn(bus);
   assert.deepEqual([...seqs].sort((x, y) => x - y), Array.from({ length: 12 }, (_, i) => i + 1));
   await cap.close(200);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test('with a real NATS server, hundreds of requests per batch stay under its 1 MiB max_payload', async () => {
+  const { NatsServer } = await import('../../../test/support/servers.js');
+  const { ResilientNatsPublisher, NatsConsumer, connectNats } = await import('@sightline/bus');
+  const nats = await NatsServer.start();
+  const pub = new ResilientNatsPublisher(nats.url, 'gw-big');
+  await pub.ready;
+  const cap = new Capture({ instance: 'gw-big', config: { ...cfg, batchMaxRequests: 10_000, flushIntervalMs: 1000, batchMaxBytes: 512 * 1024 }, publisher: pub });
+  const padded = () => {
+    const r = rec(1);
+    r.responseChunks = [Buffer.from(JSON.stringify({ model: 'gpt-4o', usage: { prompt_tokens: 1, completion_tokens: 2 }, pad: 'x'.repeat(2000) }))];
+    return r;
+  };
+  for (let i = 0; i < 800; i++) cap.record(padded());
+  const left = await cap.flush(10_000);
+  assert.equal(left, 0);
+  assert.equal(cap.stats.published, 800);
+  assert.equal(cap.stats.refused, 0);
+  assert.ok(cap.stats.publishedBatches >= 4, `${cap.stats.publishedBatches} batches`);
+  const con = await NatsConsumer.open(await connectNats(nats.url, 'c'));
+  const got = await con.fetch(100, 1000);
+  assert.ok(got.every((m) => m.data.length <= 512 * 1024));
+  await cap.close(100);
+  await pub.close();
+  await con.close();
+  await nats.dispose();
+});
+
+test('a spool directory held by another live process is refused; a stale claim is taken over', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sl-spool-'));
+  writeFileSync(join(dir, '.lock'), String(process.ppid));
+  assert.throws(() => Spool.claim(dir), /in use by process/);
+  writeFileSync(join(dir, '.lock'), '999999999');
+  Spool.claim(dir);
+  Spool.claim(dir); // this process again: fine
+  Spool.release(dir);
+  assert.deepEqual(readdirSync(dir), []);
   rmSync(dir, { recursive: true, force: true });
 });

@@ -226,11 +226,12 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
   };
 
   const cap = r.obj(root.capture, 'capture');
-  r.known(cap, 'capture', ['enabled', 'batch_max_requests', 'flush_interval_ms', 'queue_max_requests', 'max_in_flight', 'publish_timeout_ms', 'spool_dir', 'spool_max_bytes']);
+  r.known(cap, 'capture', ['enabled', 'batch_max_requests', 'batch_max_bytes', 'flush_interval_ms', 'queue_max_requests', 'max_in_flight', 'publish_timeout_ms', 'spool_dir', 'spool_max_bytes']);
   const spoolDir = cap.spool_dir === undefined || cap.spool_dir === null ? '' : r.str(cap.spool_dir, 'capture.spool_dir');
   const capture: CaptureConfig = {
     enabled: r.bool(cap.enabled, 'capture.enabled', true),
     batchMaxRequests: r.int(cap.batch_max_requests, 'capture.batch_max_requests', 256, 1, 100_000),
+    batchMaxBytes: r.bytes(cap.batch_max_bytes, 'capture.batch_max_bytes', 512 * 1024, 64 * 1024 ** 2),
     flushIntervalMs: r.int(cap.flush_interval_ms, 'capture.flush_interval_ms', 50, 1, 60_000),
     queueMaxRequests: r.int(cap.queue_max_requests, 'capture.queue_max_requests', 20_000, 1, 10_000_000),
     maxInFlight: r.int(cap.max_in_flight, 'capture.max_in_flight', 4, 1, 1024),

@@ -80,6 +80,11 @@ export interface CaptureConfig {
   enabled: boolean;
   /** Requests per published batch, at most. Default 256. */
   batchMaxRequests: number;
+  /**
+   * Bytes of a published batch, at most; keep it under the NATS server's max_payload
+   * (1 MiB by default). Default 512 KiB.
+   */
+  batchMaxBytes: number;
   /** Milliseconds a partial batch waits before it is published. Default 50. */
   flushIntervalMs: number;
   /** Captured requests held in memory waiting to be published, at most. Default 20 000. */
