@@ -2,7 +2,8 @@
  * Upstream providers, prepared once at start-up: a connection pool per provider, the
  * dialect it speaks, its request path, and the headers every request to it carries.
  */
-import { Pool } from 'undici';
+import { Client, Pool, type Dispatcher } from 'undici';
+import type { UpstreamAttempt } from './upstream.js';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ProviderConfig, RouteConfig, TargetConfig, BreakerConfig } from '@sightline/config';
 import type { Dialect } from '@sightline/capture';
@@ -10,8 +11,69 @@ import { Breaker } from './breaker.js';
 
 export const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
 
+/**
+ * HTTP/1.1 connections to one origin as a free list of undici Clients: a request takes
+ * the most recently used idle connection (or opens one) and gives it back when undici
+ * is done with it. O(1) per request at any number of connections in flight — undici's
+ * Pool looks through its clients for a free one on every request, which stopped keeping
+ * up at a few thousand long requests in flight (docs/benchmarks.md).
+ */
+export class ClientFreeList {
+  readonly #idle: Client[] = [];
+  readonly #all = new Set<Client>();
+
+  constructor(
+    readonly origin: string,
+    readonly options: Client.Options,
+    /** Idle connections kept, at most; more are closed when they come back. */
+    readonly maxIdle = 4096,
+  ) {}
+
+  dispatch(opts: Dispatcher.DispatchOptions, attempt: UpstreamAttempt): void {
+    let client = this.#idle.pop();
+    if (client === undefined) {
+      client = new Client(this.origin, this.options);
+      this.#all.add(client);
+    }
+    const c = client;
+    attempt.release = () => this.#giveBack(c);
+    c.dispatch(opts, attempt);
+  }
+
+  #giveBack(c: Client): void {
+    if (c.closed || c.destroyed) {
+      this.#all.delete(c);
+      return;
+    }
+    if (this.#idle.length < this.maxIdle) this.#idle.push(c);
+    else {
+      this.#all.delete(c);
+      void c.close().catch(() => {});
+    }
+  }
+
+  get connections(): number {
+    return this.#all.size;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.#all].map((c) => c.close().catch(() => {})));
+  }
+}
+
+/** An HTTP/2-capable pool (one connection multiplexes many requests) behind the same call. */
+class PoolDispatcher {
+  constructor(readonly pool: Pool) {}
+  dispatch(opts: Dispatcher.DispatchOptions, attempt: UpstreamAttempt): void {
+    this.pool.dispatch(opts, attempt);
+  }
+  close(): Promise<void> {
+    return this.pool.close();
+  }
+}
+
 export class Upstream {
-  readonly pool: Pool;
+  readonly pool: ClientFreeList | PoolDispatcher;
   readonly dialect: Dialect;
   readonly #path: string;
   /** Headers for every request: content type, configured extras, configured key. */
@@ -20,16 +82,16 @@ export class Upstream {
   constructor(readonly config: ProviderConfig) {
     this.dialect = config.type === 'anthropic' ? 'anthropic' : 'openai';
     const https = config.origin.startsWith('https:');
-    this.pool = new Pool(config.origin, {
+    const options = {
       connect: { timeout: config.connectTimeoutMs },
       headersTimeout: config.headersTimeoutMs,
       bodyTimeout: config.bodyTimeoutMs,
       keepAliveTimeout: 30_000,
       keepAliveMaxTimeout: 600_000,
-      // HTTP/2 where the provider offers it (ALPN): thousands of requests in flight share
-      // a few connections instead of one each.
-      allowH2: https && config.http2,
-    });
+    };
+    // HTTP/2 where the provider offers it (ALPN on https): thousands of requests in flight
+    // share a few connections instead of one each. Plain HTTP/1.1 otherwise.
+    this.pool = https && config.http2 ? new PoolDispatcher(new Pool(config.origin, { ...options, allowH2: true })) : new ClientFreeList(config.origin, options);
     const base = config.basePath;
     if (config.type === 'anthropic') this.#path = base.endsWith('/v1') ? `${base}/messages` : `${base}/v1/messages`;
     else this.#path = `${base}/chat/completions`;

@@ -42,6 +42,8 @@ export class UpstreamAttempt implements Dispatcher.DispatchHandler {
   #resume: (() => void) | null = null;
   /** Finished: completed, failed or aborted. No callback reaches the owner after this. */
   done = false;
+  /** Gives the connection back to its free list once undici is done with the request. */
+  release: (() => void) | null = null;
   newConnection = false;
   status = 0;
 
@@ -88,13 +90,21 @@ export class UpstreamAttempt implements Dispatcher.DispatchHandler {
     return this.owner.attemptData(this, chunk);
   }
 
+  #released(): void {
+    const r = this.release;
+    this.release = null;
+    if (r !== null) r();
+  }
+
   onComplete(): void {
+    this.#released();
     if (this.done) return;
     this.done = true;
     this.owner.attemptComplete(this);
   }
 
   onError(err: Error): void {
+    this.#released();
     if (this.done) return;
     this.done = true;
     this.owner.attemptError(this, err);
