@@ -12,7 +12,7 @@
  * Every attempt is recorded, and becomes its own span.
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
-import { now } from '@sightline/core';
+import { now, type StageName } from '@sightline/core';
 import { hasTokenDelta, keepResponseChunk, type RequestRecord } from '@sightline/capture';
 import { GatewayError } from './errors.js';
 import type { PreparedRoute, Target } from './providers.js';
@@ -208,14 +208,8 @@ export class Exchange implements AttemptOwner {
       out = this.#relay!.data(chunk);
     } catch (e) {
       // The provider sent what cannot be translated: cut the response, record why.
-      this.#finished = true;
-      this.#clearTimers();
       a.abort(e as Error);
-      rec.failedStage = 'translate.response';
-      rec.partial = true;
-      rec.errorType = 'translation_failed';
-      rec.errorMessage = `could not translate the provider's response: ${(e as Error).message}`;
-      this.res.destroy();
+      this.#cut('translate.response', 'translation_failed', `could not translate the provider's response: ${(e as Error).message}`);
       return false;
     }
     if (out === null || out.length === 0) return true;
@@ -255,13 +249,7 @@ export class Exchange implements AttemptOwner {
     this.#target!.breaker.failure(Date.now());
     if (this.#committed) {
       // The status line is gone: the client sees the response cut short.
-      this.#finished = true;
-      this.#clearTimers();
-      rec.failedStage = 'upstream.stream';
-      rec.partial = true;
-      rec.errorType = code === 'UND_ERR_BODY_TIMEOUT' ? 'upstream_idle_timeout' : 'upstream_error';
-      rec.errorMessage = `upstream response failed: ${code === '' ? err.message : code}`;
-      this.res.destroy();
+      this.#cut('upstream.stream', code === 'UND_ERR_BODY_TIMEOUT' ? 'upstream_idle_timeout' : 'upstream_error', `upstream response failed: ${code === '' ? err.message : code}`);
       return;
     }
     const ge = upstreamError(err, rec);
@@ -331,19 +319,25 @@ export class Exchange implements AttemptOwner {
     else this.#target?.breaker.release();
     this.#attempt?.abort(err);
     if (this.#committed) {
-      this.#finished = true;
-      this.#clearTimers();
-      rec.failedStage = 'upstream.stream';
-      rec.partial = true;
-      rec.errorType = err.code;
-      rec.errorMessage = err.message;
-      this.res.destroy();
+      this.#cut('upstream.stream', err.code, err.message);
       return;
     }
     if (rec.tSent === 0) rec.failedStage = rec.tConnected === 0 ? 'upstream.connect' : 'upstream.send';
     else rec.failedStage = 'upstream.wait';
     this.#finish(err);
   };
+
+  /** Ends a response that has already started: the client sees it cut short; the record says why. */
+  #cut(stage: StageName, errorType: string, message: string): void {
+    const rec = this.rec;
+    this.#finished = true;
+    this.#clearTimers();
+    rec.failedStage = stage;
+    rec.partial = true;
+    rec.errorType = errorType;
+    rec.errorMessage = message;
+    this.res.destroy();
+  }
 
   #finish(err: GatewayError): void {
     if (this.#finished) return;

@@ -149,7 +149,8 @@ export class Upstream {
   }
 }
 
-function one(v: string | string[] | undefined): string | undefined {
+/** The first value of a request header. */
+export function one(v: string | string[] | undefined): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 

@@ -13,7 +13,7 @@ import { now, newTraceId, newSpanId, parseTraceparent } from '@sightline/core';
 import { RequestRecord, type CaptureSink, type Dialect } from '@sightline/capture';
 import { Router, type Config } from '@sightline/config';
 import { GatewayError, errorBody } from './errors.js';
-import { prepareRoutes, targetOrder, Upstream, type PreparedRoute, type Target } from './providers.js';
+import { one, prepareRoutes, targetOrder, Upstream, type PreparedRoute, type Target } from './providers.js';
 import { Exchange, type ClientResponse, type PreparedRequest } from './exchange.js';
 import { JsonTranslateRelay, passthroughRelay, StreamTranslateRelay, UsageStripRelay } from './relay.js';
 import {
@@ -290,8 +290,4 @@ function prepareFor(
     ? new StreamTranslateRelay(dialect, upstreamModel, dialect === 'openai' && clientRequestedUsage(body))
     : new JsonTranslateRelay(dialect, upstreamModel);
   return { path, headers, body: Buffer.from(JSON.stringify(translated)), relay, upstreamModel };
-}
-
-function one(v: string | string[] | undefined): string | undefined {
-  return Array.isArray(v) ? v[0] : v;
 }

@@ -1,11 +1,11 @@
 /** Model prices from the configuration's `pricing` list, compiled once: first match wins. */
-import type { PriceConfig } from '@sightline/config';
+import { globToRegExp, type PriceConfig } from '@sightline/config';
 import type { PriceOf } from './queries.js';
 
 export function priceLookup(pricing: readonly PriceConfig[]): PriceOf {
   const compiled = pricing.flatMap((p) =>
     p.match.map((m) => ({
-      re: new RegExp(`^${m.split('*').map((s) => s.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`),
+      re: globToRegExp(m),
       price: { input: p.inputPerMTok, output: p.outputPerMTok, cacheRead: p.cacheReadPerMTok, cacheWrite: p.cacheWritePerMTok },
     })),
   );

@@ -4,9 +4,8 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import { StoreError, type Store } from '@sightline/store';
-import { unixNanoNow } from '@sightline/core';
 import { QueryError } from './errors.js';
-import { stringParam, timeParam, traceIdParam } from './params.js';
+import { rangeParams, stringParam, traceIdParam } from './params.js';
 import { captureHealth, requestsByTrace, stageStats, usage, USAGE_KEYS, type PriceOf, type UsageKey } from './queries.js';
 
 export interface QueryServerOptions {
@@ -59,11 +58,7 @@ export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
 
   app.get<{ Querystring: Record<string, unknown> }>('/v1/stages', async (req) => {
     const q = req.query;
-    const now = unixNanoNow();
-    const toNs = timeParam('to', q.to, now);
-    const fromNs = timeParam('from', q.from, toNs - 3600n * 1_000_000_000n);
-    if (fromNs >= toNs) throw new QueryError('bad_parameter', '`from` must be before `to`');
-    if (toNs - fromNs > 400n * 24n * 3600n * 1_000_000_000n) throw new QueryError('bad_parameter', 'the range from `from` to `to` must be at most 400 days');
+    const { fromNs, toNs } = rangeParams(q, 1, 400);
     const filter = { fromNs, toNs, model: stringParam('model', q.model), provider: stringParam('provider', q.provider), team: stringParam('team', q.team) };
     const stages = await stageStats(store, filter);
     return {
@@ -78,10 +73,7 @@ export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
 
   app.get<{ Querystring: Record<string, unknown> }>('/v1/usage', async (req) => {
     const q = req.query;
-    const now = unixNanoNow();
-    const toNs = timeParam('to', q.to, now);
-    const fromNs = timeParam('from', q.from, toNs - 24n * 3600n * 1_000_000_000n);
-    if (fromNs >= toNs) throw new QueryError('bad_parameter', '`from` must be before `to`');
+    const { fromNs, toNs } = rangeParams(q, 24, null);
     const groupRaw = stringParam('group_by', q.group_by) ?? 'team,model';
     const groupBy = groupRaw.split(',').map((k) => k.trim()).filter((k) => k !== '');
     for (const k of groupBy) {
@@ -95,11 +87,7 @@ export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
 
   app.get<{ Querystring: Record<string, unknown> }>('/v1/capture', async (req) => {
     const q = req.query;
-    const now = unixNanoNow();
-    const toNs = timeParam('to', q.to, now);
-    const fromNs = timeParam('from', q.from, toNs - 3600n * 1_000_000_000n);
-    if (fromNs >= toNs) throw new QueryError('bad_parameter', '`from` must be before `to`');
-    if (toNs - fromNs > 31n * 24n * 3600n * 1_000_000_000n) throw new QueryError('bad_parameter', 'the range from `from` to `to` must be at most 31 days');
+    const { fromNs, toNs } = rangeParams(q, 1, 31);
     const instance = stringParam('instance', q.instance);
     const health = await captureHealth(store, fromNs, toNs, instance);
     return {

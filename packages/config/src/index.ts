@@ -3,6 +3,6 @@ export type { LoadOptions } from './load.js';
 export { ConfigError } from './errors.js';
 export { expandEnv, MissingEnvError } from './env.js';
 export type { EnvLookup } from './env.js';
-export { Router } from './router.js';
+export { Router, globToRegExp } from './router.js';
 export type { RouteMatch } from './router.js';
 export type { Config, ProviderConfig, ProviderType, RouteConfig, TargetConfig, BreakerConfig, CaptureConfig, PriceConfig } from './types.js';

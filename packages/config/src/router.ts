@@ -20,7 +20,7 @@ export class Router {
     for (const route of routes) {
       for (const pattern of route.match) {
         if (pattern.includes('*')) {
-          const re = new RegExp(`^${pattern.split('*').map(escapeRe).join('.*')}$`);
+          const re = globToRegExp(pattern);
           this.#patterns.push({ re, route, pattern });
         } else if (!this.#exact.has(pattern)) {
           this.#exact.set(pattern, { route, pattern });
@@ -42,6 +42,7 @@ export class Router {
   }
 }
 
-function escapeRe(s: string): string {
-  return s.replace(/[.+?^${}()|[\]\\]/g, '\\$&');
+/** A model pattern (`*` matches anything, everything else literally), anchored at both ends. */
+export function globToRegExp(pattern: string): RegExp {
+  return new RegExp(`^${pattern.split('*').map((s) => s.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`);
 }
