@@ -4,7 +4,6 @@
  *   NATS_URL             NATS server(s), comma-separated (required)
  *   GATEWAY_PORT         listening port (through the shipped file's ${GATEWAY_PORT})
  *   GATEWAY_WORKERS      processes serving the port (node:cluster); default 1, `auto` = one per core
- *   SIGHTLINE_CAPTURE_THREAD=1  build and publish spans in a worker thread
  *   SIGHTLINE_SPOOL_DIR  capture spool (default ./data/spool; one subdirectory per worker)
  *   SIGHTLINE_BENCH_CAPTURE_OFF=1  benchmark-only: serve without capture
  */
@@ -70,15 +69,12 @@ async function runWorker(): Promise<void> {
   const natsUrl = process.env.NATS_URL;
   if (natsUrl === undefined || natsUrl === '') throw new Error('NATS_URL is required (e.g. nats://127.0.0.1:4222); `npm start` runs everything on one machine without it');
   const instance = instanceId('gw');
-  // Capture builds spans in this thread, in ~1 ms slices after responses; with
-  // SIGHTLINE_CAPTURE_THREAD=1 a worker thread with its own NATS connection does it. On the
-  // 2-core bench rig in-thread cost less (capture cost 0.10 vs 0.15 of added p50,
-  // docs/benchmarks.md); the worker pays off where the gateway has a core to spare.
-  const threaded = process.env.SIGHTLINE_CAPTURE_THREAD === '1';
-  const publisher = threaded ? undefined : new ResilientNatsPublisher(natsUrl, instance);
-  const gw = await startGateway({ config, publisher, natsUrl: threaded ? natsUrl : undefined, instance, captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', log });
-  log(`listening on ${gw.url} (instance ${instance}, capture ${threaded ? 'in a worker thread' : 'in the request thread'}, config ${config.file})`);
-  void publisher?.ready.then(() => log(`connected to NATS at ${natsUrl}`));
+  // Capture serialises finished records in this thread, after responses, in slices well
+  // under a millisecond (~6 µs a request); the ingester builds the spans (capture/src/wire.ts).
+  const publisher = new ResilientNatsPublisher(natsUrl, instance);
+  const gw = await startGateway({ config, publisher, instance, captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', log });
+  log(`listening on ${gw.url} (instance ${instance}, config ${config.file})`);
+  void publisher.ready.then(() => log(`connected to NATS at ${natsUrl}`));
   onShutdown(async () => {
     log('shutting down');
     await gw.close(10_000);

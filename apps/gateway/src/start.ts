@@ -3,20 +3,15 @@
  * one-command launcher (apps/sightline).
  */
 import type { FastifyInstance } from 'fastify';
-import { Capture, Spool, ThreadedCapture, type CaptureSink } from '@sightline/capture';
+import { Capture, Spool, type CaptureSink } from '@sightline/capture';
 import type { BusPublisher } from '@sightline/bus';
 import type { Config } from '@sightline/config';
 import { buildGateway, GatewayCore } from './server.js';
 
 export interface StartGatewayOptions {
   config: Config;
-  /** Publish capture batches in this thread through this publisher... */
+  /** Where capture batches are published (required unless capture is off). */
   publisher?: BusPublisher;
-  /**
-   * ...or build and publish them in a worker thread with its own connection to this NATS
-   * URL (the gateway app's default: keeps capture's CPU off the request thread).
-   */
-  natsUrl?: string;
   instance: string;
   /**
    * Benchmark-only switch that turns capture off to price it (bench/). Production has no
@@ -55,10 +50,8 @@ export async function startGateway(opts: StartGatewayOptions): Promise<GatewayHa
   let capture: CaptureSink | null = null;
   const spoolDir = opts.config.capture.spoolDir;
   if (enabled && spoolDir !== null) Spool.claim(spoolDir);
-  if (enabled && opts.natsUrl !== undefined) {
-    capture = new ThreadedCapture({ instance: opts.instance, config: opts.config.capture, natsUrl: opts.natsUrl, onError: log });
-  } else if (enabled) {
-    if (opts.publisher === undefined) throw new Error('startGateway needs a publisher or a natsUrl');
+  if (enabled) {
+    if (opts.publisher === undefined) throw new Error('startGateway needs a publisher when capture is on');
     capture = new Capture({
       instance: opts.instance,
       config: opts.config.capture,

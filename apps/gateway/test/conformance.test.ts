@@ -11,7 +11,8 @@ import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { parseConfig } from '@sightline/config';
 import { MemoryBus } from '@sightline/bus';
-import type { CaptureBatch, RequestRow } from '@sightline/core';
+import type { RequestRow } from '@sightline/core';
+import { decodeBatch, SpanBuilder } from '@sightline/capture';
 import { startGateway, type GatewayHandle } from '@sightline/app-gateway';
 import { startMock, type MockServer } from '../../../bench/mock/server.js';
 import { waitFor } from '../../../test/support/servers.js';
@@ -48,10 +49,12 @@ after(async () => {
   await mock.close();
 });
 
+const builder = new SpanBuilder();
+
 async function capturedRow(traceId: string): Promise<RequestRow> {
   await waitFor(`capture of ${traceId}`, async () => {
     for (const m of await bus.fetch(1000, 10)) {
-      rows.push(...(JSON.parse(Buffer.from(m.data).toString()) as CaptureBatch).requests);
+      rows.push(...decodeBatch(m.data, builder).requests);
       await m.ack();
     }
     return rows.some((r) => r.trace_id === traceId);

@@ -9,7 +9,8 @@ import { request as httpRequest } from 'node:http';
 import OpenAI from 'openai';
 import { parseConfig } from '@sightline/config';
 import { MemoryBus } from '@sightline/bus';
-import { STAGES, type CaptureBatch, type RequestRow, type SpanRow } from '@sightline/core';
+import { STAGES, type RequestRow, type SpanRow } from '@sightline/core';
+import { decodeBatch, SpanBuilder } from '@sightline/capture';
 import { startGateway, type GatewayHandle } from '@sightline/app-gateway';
 import { startMock, type MockServer } from '../../../bench/mock/server.js';
 import { waitFor, freePort } from '../../../test/support/servers.js';
@@ -45,9 +46,11 @@ capture: { flush_interval_ms: 5 }
 
 let deadPort = 0;
 
+const builder = new SpanBuilder();
+
 async function drain(b: MemoryBus): Promise<void> {
   for (const m of await b.fetch(1000, 10)) {
-    const batch = JSON.parse(Buffer.from(m.data).toString()) as CaptureBatch;
+    const batch = decodeBatch(m.data, builder);
     captured.requests.push(...batch.requests);
     captured.spans.push(...batch.spans);
     await m.ack();

@@ -10,7 +10,8 @@ import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { parseConfig } from '@sightline/config';
 import { MemoryBus } from '@sightline/bus';
-import { STAGES, ATTEMPT_SPAN, type CaptureBatch, type RequestRow, type SpanRow } from '@sightline/core';
+import { STAGES, ATTEMPT_SPAN, type RequestRow, type SpanRow } from '@sightline/core';
+import { decodeBatch, SpanBuilder } from '@sightline/capture';
 import { startGateway, type GatewayHandle } from '@sightline/app-gateway';
 import { startMock, type MockServer } from '../../../bench/mock/server.js';
 import { waitFor, freePort } from '../../../test/support/servers.js';
@@ -26,11 +27,12 @@ const bus = new MemoryBus();
 const requests: RequestRow[] = [];
 const spans: SpanRow[] = [];
 const stageNames: readonly string[] = STAGES;
+const builder = new SpanBuilder();
 
 async function captured(traceId: string): Promise<{ request: RequestRow; spans: SpanRow[] }> {
   await waitFor(`capture of ${traceId}`, async () => {
     for (const m of await bus.fetch(1000, 10)) {
-      const batch = JSON.parse(Buffer.from(m.data).toString()) as CaptureBatch;
+      const batch = decodeBatch(m.data, builder);
       requests.push(...batch.requests);
       spans.push(...batch.spans);
       await m.ack();

@@ -1,14 +1,17 @@
 /**
- * The ingester: pulls capture batches from the bus, writes them to ClickHouse, and
+ * The ingester: pulls capture batches from the bus, builds each request's row and
+ * OpenTelemetry spans from the records the gateways published (capture/src/wire.ts),
+ * writes them to ClickHouse, and
  * acknowledges them only after ClickHouse confirmed the write. On a write failure the
  * messages are given back (nak with backoff) and retried; rows are keyed so that a
  * batch written twice (redelivery after a crash between write and ack) collapses to
  * one (ReplacingMergeTree, see migrations/ and docs/schema.md).
  */
 import type { BusConsumer, BusMessage } from '@sightline/bus';
+import { decodeBatch, SpanBuilder, type DecodedBatch } from '@sightline/capture';
 import { StoreError, type Store } from '@sightline/store';
 import type { Rollup } from './rollup.js';
-import { unixNanoNow, type CaptureBatch, type IngestBatchRow, type RequestRow, type SpanRow } from '@sightline/core';
+import { unixNanoNow, type IngestBatchRow, type RequestRow, type SpanRow } from '@sightline/core';
 
 export interface IngesterOptions {
   consumer: BusConsumer;
@@ -45,7 +48,7 @@ export interface IngesterStats {
 
 interface Parsed {
   m: BusMessage;
-  batch: CaptureBatch;
+  batch: DecodedBatch;
 }
 
 export class Ingester {
@@ -57,6 +60,7 @@ export class Ingester {
   readonly #maxDeliveries: number;
   readonly #rollup: Rollup | null;
   readonly #log: (msg: string) => void;
+  readonly #builder = new SpanBuilder();
   #running = false;
   #loop: Promise<void> | null = null;
   #backoff = 0;
@@ -114,9 +118,7 @@ export class Ingester {
     const good: Parsed[] = [];
     for (const m of msgs) {
       try {
-        const batch = JSON.parse(Buffer.from(m.data).toString('utf8')) as CaptureBatch;
-        if (batch.v !== 1 || !Array.isArray(batch.requests) || !Array.isArray(batch.spans)) throw new Error('not a v1 capture batch');
-        good.push({ m, batch });
+        good.push({ m, batch: decodeBatch(m.data, this.#builder) });
       } catch (e) {
         await this.#deadLetter(m, `not a capture batch: ${(e as Error).message}`);
       }

@@ -1,15 +1,16 @@
 /**
- * The ingester between a real nats-server and a real clickhouse-server: writes, acks
- * after the write, dead-letters what ClickHouse refuses or what is not a batch, keeps
- * redelivered batches from counting twice, and waits out a ClickHouse outage.
+ * The ingester between a real nats-server and a real clickhouse-server: builds rows and
+ * spans from the gateways' records, writes, acks after the write, dead-letters what
+ * ClickHouse refuses or what is not a batch, keeps redelivered batches from counting
+ * twice, still reads v1 batches, and waits out a ClickHouse outage.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { ClickHouseServerStore, migrate, sql, table } from '@sightline/store';
 import { connectNats, ensureStream, NatsConsumer, NatsPublisher, DEADLETTER_STREAM, STREAM_NAME, DURABLE_NAME } from '@sightline/bus';
 import { Ingester, Rollup, Retention } from '@sightline/app-ingester';
-import { RequestRecord, SpanBuilder } from '@sightline/capture';
-import { newTraceId, now, type CaptureBatch } from '@sightline/core';
+import { RequestRecord, SpanBuilder, toWire, type WireRecord } from '@sightline/capture';
+import { markToUnixNano, newSpanId, newTraceId, now, type CaptureBatchV1 } from '@sightline/core';
 import { ClickHouseServer, NatsServer, waitFor } from '../../../test/support/servers.js';
 import type { NatsConnection } from 'nats';
 
@@ -21,29 +22,56 @@ let publisher: NatsPublisher;
 let consumer: NatsConsumer;
 let ingester: Ingester;
 let rollup: Rollup;
-const builder = new SpanBuilder({ instance: 'gw-ing' });
+const builder = new SpanBuilder();
 let batchNo = 0;
 
-function batch(n: number, instance = 'gw-ing'): CaptureBatch {
-  const b: CaptureBatch = { v: 1, instance, batch: String(++batchNo), requests_count: n, published_at_unix_nano: (BigInt(Date.now()) * 1_000_000n).toString(), requests: [], spans: [] };
-  for (let i = 0; i < n; i++) {
+/** A v2 message, as gateways publish it (capture/src/wire.ts). */
+interface BatchV2 {
+  v: 2;
+  instance: string;
+  batch: string;
+  requests_count: number;
+  published_at_unix_nano: string;
+  origin_unix_nano: string;
+  records: WireRecord[];
+}
+
+function records(n: number): RequestRecord[] {
+  batchNo++;
+  return Array.from({ length: n }, (_, i) => {
     const r = new RequestRecord();
     const t = now();
     r.traceId = newTraceId();
+    r.rootSpanId = newSpanId();
     r.seq = batchNo * 1000 + i;
     r.t0 = t;
     r.tBody = t + 0.1;
     r.tEnd = t + 0.2;
     r.tFinish = t + 0.3;
     r.status = 400;
-    const built = builder.build(r);
+    return r;
+  });
+}
+
+const publishedAt = (): string => (BigInt(Date.now()) * 1_000_000n).toString();
+
+function batch(n: number, instance = 'gw-ing'): BatchV2 {
+  const recs = records(n).map(toWire);
+  return { v: 2, instance, batch: String(batchNo), requests_count: n, published_at_unix_nano: publishedAt(), origin_unix_nano: markToUnixNano(0).toString(), records: recs };
+}
+
+/** A v1 message (prebuilt rows), as earlier gateways published it. */
+function batchV1(n: number, instance = 'gw-ing'): CaptureBatchV1 {
+  const b: CaptureBatchV1 = { v: 1, instance, batch: String(batchNo + 1), requests_count: n, published_at_unix_nano: publishedAt(), requests: [], spans: [] };
+  for (const r of records(n)) {
+    const built = builder.buildRecord(r, instance);
     b.requests.push(built.request);
     b.spans.push(...built.spans);
   }
   return b;
 }
 
-async function publish(b: CaptureBatch | string, id?: string): Promise<void> {
+async function publish(b: BatchV2 | CaptureBatchV1 | string, id?: string): Promise<void> {
   const data = Buffer.from(typeof b === 'string' ? b : JSON.stringify(b));
   await publisher.publish(data, id ?? (typeof b === 'string' ? `raw-${Math.random()}` : `${b.instance}/${b.batch}`), 5000);
 }
@@ -103,18 +131,47 @@ test('a batch delivered twice is counted once', async () => {
 
 test('what is not a batch, and what ClickHouse keeps refusing, goes to the dead-letter subject; the rest is written', async () => {
   const before = ingester.stats.deadLettered;
-  const bad = batch(1);
-  (bad.spans[0] as unknown as Record<string, unknown>).duration_ns = 'not a number';
+  // v1 rows ClickHouse refuses (a duration that is not a number).
+  const refused = batchV1(1);
+  (refused.spans[0] as unknown as Record<string, unknown>).duration_ns = 'not a number';
+  // A v2 record of the wrong shape: refused before ClickHouse sees it.
+  const malformed = batch(2);
+  (malformed.records[1] as unknown as Record<string, unknown>).t0 = 'yesterday';
   const good = batch(2);
   await publish('this is not json');
-  await publish(bad);
+  await publish(refused);
+  await publish(malformed);
   await publish(good);
   await waitFor('good batch written', async () => (await requestsFinal()) === 11);
-  await waitFor('two dead letters', () => ingester.stats.deadLettered === before + 2, 20_000);
+  await waitFor('three dead letters', () => ingester.stats.deadLettered === before + 3, 20_000);
   const jsm = await pubConn.jetstreamManager();
-  assert.equal((await jsm.streams.info(DEADLETTER_STREAM)).state.messages, 2);
+  assert.equal((await jsm.streams.info(DEADLETTER_STREAM)).state.messages, 3);
   await waitFor('nothing left unacknowledged', async () => (await pendingAcks()) === 0);
-  assert.equal(await count(sql`SELECT count() AS n FROM ${table('sightline', 'requests')} FINAL WHERE trace_id = ${bad.requests[0]!.trace_id}`), 0);
+  for (const id of [refused.requests[0]!.trace_id, malformed.records[0]!.traceId, malformed.records[1]!.traceId]) {
+    assert.equal(await count(sql`SELECT count() AS n FROM ${table('sightline', 'requests')} FINAL WHERE trace_id = ${id}`), 0);
+  }
+});
+
+test('v1 batches (prebuilt rows, e.g. left in a spool by an earlier gateway) are still written', async () => {
+  const old = batchV1(3);
+  await publish(old);
+  await waitFor('3 more requests in ClickHouse', async () => (await requestsFinal()) === 14);
+  const spans = await count(sql`SELECT count() AS n FROM ${table('sightline', 'spans')} WHERE has(${old.requests.map((r) => r.trace_id)}, trace_id)`);
+  assert.equal(spans, old.spans.length);
+});
+
+test('rows built from v2 records carry the gateway\'s clock: start times within a second of the publish', async () => {
+  const b = batch(1);
+  await publish(b);
+  const id = b.records[0]!.traceId;
+  await waitFor('request written', async () => (await count(sql`SELECT count() AS n FROM ${table('sightline', 'requests')} WHERE trace_id = ${id}`)) === 1);
+  const rows = await store.query<{ start_time_unix_nano: string; spans: string; seq: string }>(
+    sql`SELECT toString(r.start_time_unix_nano) AS start_time_unix_nano, toString(r.seq) AS seq, (SELECT count() FROM ${table('sightline', 'spans')} WHERE trace_id = ${id}) AS spans FROM ${table('sightline', 'requests')} AS r WHERE r.trace_id = ${id}`,
+  );
+  const startMs = Number(BigInt(rows[0]!.start_time_unix_nano) / 1_000_000n);
+  assert.ok(Math.abs(startMs - Number(BigInt(b.published_at_unix_nano) / 1_000_000n)) < 1_000, `start ${startMs} vs published ${b.published_at_unix_nano}`);
+  assert.equal(rows[0]!.seq, String(b.records[0]!.seq));
+  assert.ok(Number(rows[0]!.spans) >= 3, 'root and stage spans were built');
 });
 
 test('while ClickHouse is down nothing is acknowledged; after it is back everything is written once', async () => {
@@ -126,9 +183,9 @@ test('while ClickHouse is down nothing is acknowledged; after it is back everyth
   await waitFor('a failed write', () => ingester.stats.writeFailures > 0, 10_000);
   assert.ok((await pendingAcks()) >= 2, 'batches stay on the stream');
   await ch.start();
-  await waitFor('all written after the restart', async () => (await requestsFinal()) === 17, 30_000);
+  await waitFor('all written after the restart', async () => (await requestsFinal()) === 21, 30_000);
   await waitFor('acknowledged', async () => (await pendingAcks()) === 0, 10_000);
-  assert.equal(await count(sql`SELECT uniqExact(trace_id) AS n FROM ${table('sightline', 'requests')} WHERE instance = 'gw-ing'`), 17);
+  assert.equal(await count(sql`SELECT uniqExact(trace_id) AS n FROM ${table('sightline', 'requests')} WHERE instance = 'gw-ing'`), 21);
 });
 
 test('the per-minute rollup matches the requests table exactly, redeliveries included', async () => {
@@ -149,7 +206,7 @@ test('the per-minute rollup matches the requests table exactly, redeliveries inc
 });
 
 test('retention drops daily partitions older than the setting, and nothing newer', async () => {
-  const old = batch(2);
+  const old = batchV1(2);
   const day = 86400;
   const tenDaysAgo = Math.floor(Date.now() / 1000) - 10 * day;
   for (const r of old.requests) r.start_time = tenDaysAgo;

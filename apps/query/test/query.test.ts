@@ -54,7 +54,7 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
     let store: Store;
     let done: () => Promise<void>;
     let app: FastifyInstance;
-    const builder = new SpanBuilder({ instance: 'gw-q' });
+    const builder = new SpanBuilder();
     let retriedTrace = '';
     const since = Date.now() - 1000;
 
@@ -63,7 +63,7 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
       await migrate(store);
       app = buildQueryServer({ store, priceOf: priceLookup([{ match: ['gpt-4o*'], inputPerMTok: 2.5, outputPerMTok: 10, cacheReadPerMTok: 1.25, cacheWritePerMTok: 2.5 }]) });
       // Requests 1..10 served, 4 and 7 never captured; 2 delivered twice.
-      const built = [1, 2, 3, 5, 6, 8, 9, 10].map((seq) => builder.build(record(seq, { retried: seq === 3 })));
+      const built = [1, 2, 3, 5, 6, 8, 9, 10].map((seq) => builder.buildRecord(record(seq, { retried: seq === 3 }), 'gw-q'));
       retriedTrace = built[2]!.request.trace_id;
       const requests = built.map((b) => b.request);
       const spans = built.flatMap((b) => b.spans);

@@ -1,8 +1,9 @@
 /**
- * The capture hand-off: finished request records in, published span batches out.
+ * The capture hand-off: finished request records in, published record batches out.
  *
  * `record()` is the only call on the request side and is O(1): it appends the record to
- * a bounded queue. Spans are built later, a batch at a time, on a timer that is
+ * a bounded queue. Records are serialised later (wire.ts: fields, marks and the usage read
+ * from the response; the ingester builds the spans), a batch at a time, on a timer that is
  * `unref()`'d, and batches are published with a message id and a bound on publishes in
  * flight, each with a timeout (modelled on OpenTelemetry's BatchSpanProcessor bounds and
  * counters).
@@ -14,11 +15,11 @@
  * there is none) do batches wait in memory, and only when memory is full too are
  * records dropped; every drop is counted.
  */
-import { unixNanoNow } from '@sightline/core';
+import { markToUnixNano, unixNanoNow } from '@sightline/core';
 import type { BusPublisher } from '@sightline/bus';
 import type { CaptureConfig } from '@sightline/config';
 import type { RequestRecord } from './record.js';
-import { SpanBuilder } from './spans.js';
+import { batchHead, toWire } from './wire.js';
 import { Spool, type SpoolEntry } from './spool.js';
 import type { CaptureSink } from './sink.js';
 
@@ -60,8 +61,7 @@ export interface CaptureOptions {
   spoolDir?: string | null;
   /** Bytes the spool may hold. Default 1 GiB. */
   spoolMaxBytes?: number;
-  version?: string;
-  /** Called when building, publishing or spooling fails, for logging. Capture never throws into requests. */
+  /** Called when serialising, publishing or spooling fails, for logging. Capture never throws into requests. */
   onError?: (err: unknown) => void;
 }
 
@@ -71,10 +71,13 @@ function refusedForGood(err: unknown): boolean {
   return e.code === 'MAX_PAYLOAD_EXCEEDED' || /max(imum)?[ _]payload/i.test(String(e.message ?? ''));
 }
 
-/** Records built per event-loop turn. ~35 µs each: about a millisecond per slice. */
-const BUILD_SLICE = 32;
+/** Records serialised per event-loop turn. ~6 µs each: well under a millisecond per slice. */
+const BUILD_SLICE = 128;
 
-/** Requests in a batch, read from its bytes without parsing the spans (for counters). */
+/** Unix time of this process's monotonic origin: every batch carries it (wire.ts). */
+const ORIGIN_UNIX_NANO = markToUnixNano(0);
+
+/** Requests in a batch, read from its bytes without parsing it (for counters). */
 function requestsIn(data: Uint8Array): number {
   const m = /"requests_count":(\d+)/.exec(Buffer.from(data.buffer, data.byteOffset, Math.min(data.length, 256)).toString('latin1'));
   return m === null ? 0 : Number(m[1]);
@@ -83,13 +86,12 @@ function requestsIn(data: Uint8Array): number {
 export class Capture implements CaptureSink {
   readonly #cfg: CaptureConfig;
   readonly #publisher: BusPublisher;
-  readonly #builder: SpanBuilder;
   readonly #instance: string;
   readonly #onError: (err: unknown) => void;
   readonly #spool: Spool | null;
   #pending: RequestRecord[] = [];
-  /** The batch being built, across slices: each request's row and spans as JSON. */
-  #building: { requests: string[]; spans: string[]; bytes: number } | null = null;
+  /** The batch being built, across slices: each request's record as JSON. */
+  #building: { records: string[]; bytes: number } | null = null;
   readonly #maxBytes: number;
   readonly #outbox: OutBatch[] = [];
   #outboxRequests = 0;
@@ -116,7 +118,6 @@ export class Capture implements CaptureSink {
     this.#maxBytes = opts.config.batchMaxBytes;
     this.#publisher = opts.publisher;
     this.#instance = opts.instance;
-    this.#builder = new SpanBuilder({ instance: opts.instance, version: opts.version });
     this.#onError = opts.onError ?? (() => {});
     this.#spool = opts.spoolDir === undefined || opts.spoolDir === null ? null : new Spool(opts.spoolDir, opts.spoolMaxBytes ?? 1024 ** 3);
     this.#syncSpoolStats();
@@ -175,25 +176,21 @@ export class Capture implements CaptureSink {
       this.#pending = recs === this.#pending ? [] : this.#pending.slice(take);
       done += recs.length;
       for (const r of recs) {
-        let req: string;
-        let spans: string;
+        let json: string;
         try {
-          const built = this.#builder.build(r);
-          req = JSON.stringify(built.request);
-          spans = built.spans.map((sp) => JSON.stringify(sp)).join(',');
+          json = JSON.stringify(toWire(r));
         } catch (e) {
-          // A record that cannot be built is counted as dropped rather than blocking the batch.
+          // A record that cannot be serialised is counted as dropped rather than blocking the batch.
           this.stats.dropped++;
           this.stats.queued--;
           this.#onError(e);
           continue;
         }
-        const size = req.length + spans.length + 2;
+        const size = json.length + 1;
         const b = this.#building;
-        if (b !== null && (b.bytes + size > this.#maxBytes || b.requests.length >= this.#cfg.batchMaxRequests)) this.#finishBatch();
-        const cur = (this.#building ??= { requests: [], spans: [], bytes: 256 });
-        cur.requests.push(req);
-        cur.spans.push(spans);
+        if (b !== null && (b.bytes + size > this.#maxBytes || b.records.length >= this.#cfg.batchMaxRequests)) this.#finishBatch();
+        const cur = (this.#building ??= { records: [], bytes: 256 });
+        cur.records.push(json);
         cur.bytes += size;
       }
     }
@@ -204,13 +201,12 @@ export class Capture implements CaptureSink {
   #finishBatch(): void {
     const b = this.#building;
     this.#building = null;
-    if (b === null || b.requests.length === 0) return;
+    if (b === null || b.records.length === 0) return;
     const seq = String(++this.#batchSeq);
-    // The batch is assembled from the rows' JSON; the header carries requests_count first
+    // The batch is assembled from the records' JSON; the header carries requests_count first
     // so counters can read it without parsing (requestsIn).
-    const head = `{"v":1,"instance":${JSON.stringify(this.#instance)},"batch":"${seq}","requests_count":${b.requests.length},"published_at_unix_nano":"${unixNanoNow()}"`;
-    const json = `${head},"requests":[${b.requests.join(',')}],"spans":[${b.spans.join(',')}]}`;
-    const out: OutBatch = { id: `${this.#instance}/${seq}`, data: Buffer.from(json), requests: b.requests.length };
+    const head = batchHead(this.#instance, seq, b.records.length, unixNanoNow(), ORIGIN_UNIX_NANO);
+    const out: OutBatch = { id: `${this.#instance}/${seq}`, data: Buffer.from(`${head},"records":[${b.records.join(',')}]}`), requests: b.records.length };
     if (this.#spoolFirst()) this.#toSpool(out);
     else {
       this.#outbox.push(out);

@@ -1,6 +1,6 @@
 /**
- * Turns a finished RequestRecord into OpenTelemetry spans and a request row, off the
- * request path. Spans are made with @opentelemetry/sdk-trace-base (so they follow the
+ * Turns a finished request (a WireRecord, wire.ts) into OpenTelemetry spans and a request
+ * row, in the ingester, off the request path. Spans are made with @opentelemetry/sdk-trace-base (so they follow the
  * OTel data model: ids, kinds, status, attributes, HrTime) and the GenAI semantic
  * conventions (https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/), then
  * flattened into `spans` rows.
@@ -19,7 +19,10 @@ import {
 } from '@opentelemetry/sdk-trace-base';
 import { ATTEMPT_SPAN, markDiffNs, markToUnixNano, type RequestRow, type SpanRow, type SpanStatus, type StageName } from '@sightline/core';
 import type { RequestRecord } from './record.js';
-import { extractUsage } from './usage.js';
+import { toWire, type WireRecord } from './wire.js';
+
+/** Unix time of this process's monotonic origin. */
+const LOCAL_ORIGIN_NS = markToUnixNano(0);
 
 /** Makes the root span carry the trace id the client already received in a header. */
 class PresetIdGenerator implements IdGenerator {
@@ -49,16 +52,22 @@ class CollectingProcessor implements SpanProcessor {
   async shutdown(): Promise<void> {}
 }
 
-// Unix time of the monotonic origin, split once: marks become HrTime with number
-// arithmetic only (no BigInt per span; nanosecond counts stay below 2^53).
-const ORIGIN_NS = markToUnixNano(0);
-const ORIGIN_S = Number(ORIGIN_NS / 1_000_000_000n);
-const ORIGIN_REM = Number(ORIGIN_NS % 1_000_000_000n);
-
-function hr(mark: number): HrTime {
-  const ns = ORIGIN_REM + Math.round(mark * 1e6);
-  const s = Math.floor(ns / 1e9);
-  return [ORIGIN_S + s, ns - s * 1e9];
+/**
+ * The Unix time of a gateway process's monotonic origin, split so that marks become
+ * HrTime with number arithmetic only (no BigInt per span; nanosecond counts stay below 2^53).
+ */
+class Origin {
+  readonly s: number;
+  readonly rem: number;
+  constructor(readonly ns: bigint) {
+    this.s = Number(ns / 1_000_000_000n);
+    this.rem = Number(ns % 1_000_000_000n);
+  }
+  hr(mark: number): HrTime {
+    const ns = this.rem + Math.round(mark * 1e6);
+    const s = Math.floor(ns / 1e9);
+    return [this.s + s, ns - s * 1e9];
+  }
 }
 
 /** Decimal nanoseconds of an HrTime, without BigInt. */
@@ -69,9 +78,15 @@ function hrToNsString(t: HrTime): string {
 }
 
 
+/** The marks stage intervals are made of (a RequestRecord or a WireRecord). */
+export type StageMarks = Pick<
+  WireRecord,
+  't0' | 'tBody' | 'tParsed' | 'tAuth' | 'tRouted' | 'tBuilt' | 'tAttempt' | 'tConnected' | 'tSent' | 'tFirstByte' | 'tLastByte' | 'tEnd' | 'tFinish' | 'newConnection' | 'failedStage'
+>;
+
 interface StageMark {
   name: StageName;
-  end: (r: RequestRecord) => number;
+  end: (r: StageMarks) => number;
 }
 
 /** Stage order and the mark at which each one ends. */
@@ -102,7 +117,7 @@ export interface StageInterval {
  * overlap. A stage whose end mark was never reached (the request failed or was aborted
  * in it) is closed at the next mark that was reached and flagged `failed`.
  */
-export function stageIntervals(r: RequestRecord): StageInterval[] {
+export function stageIntervals(r: StageMarks): StageInterval[] {
   const out: StageInterval[] = [];
   let prev = r.t0;
   let pending: StageName | null = null;
@@ -134,7 +149,6 @@ export interface BuiltRequest {
 }
 
 export interface SpanBuilderOptions {
-  instance: string;
   /** Version reported as the instrumentation scope version. */
   version?: string;
 }
@@ -143,10 +157,9 @@ export class SpanBuilder {
   readonly #ids = new PresetIdGenerator();
   readonly #collector = new CollectingProcessor();
   readonly #tracer: Tracer;
-  readonly #instance: string;
+  #origin: Origin | null = null;
 
-  constructor(opts: SpanBuilderOptions) {
-    this.#instance = opts.instance;
+  constructor(opts: SpanBuilderOptions = {}) {
     const provider = new BasicTracerProvider({
       // Capture is complete by design: an incoming `sampled=0` does not turn it off.
       sampler: new AlwaysOnSampler(),
@@ -157,10 +170,19 @@ export class SpanBuilder {
     this.#tracer = provider.getTracer('sightline-gateway', opts.version ?? '0.1.0');
   }
 
-  build(r: RequestRecord): BuiltRequest {
-    const usage = extractUsage(r.responseChunks, r.stream);
-    // A stream cut short counts what was seen: at least one output token per delta received.
-    if (r.partial && r.stream && usage.deltas > usage.outputTokens) usage.outputTokens = usage.deltas;
+  /** The request row and spans of a record made in this process (tools and tests). */
+  buildRecord(r: RequestRecord, instance: string): BuiltRequest {
+    return this.build(toWire(r), instance, LOCAL_ORIGIN_NS);
+  }
+
+  /**
+   * The request row and spans of one finished request from gateway `instance`, whose
+   * monotonic origin is at Unix nanosecond `originNs` (wire.ts).
+   */
+  build(r: WireRecord, instance: string, originNs: bigint): BuiltRequest {
+    let origin = this.#origin;
+    if (origin === null || origin.ns !== originNs) origin = this.#origin = new Origin(originNs);
+    const hr = (mark: number): HrTime => origin.hr(mark);
     const stages = stageIntervals(r);
     const totalNs = markDiffNs(r.t0, r.tFinish);
     let upstreamNs = 0;
@@ -192,10 +214,10 @@ export class SpanBuilder {
       'sightline.upstream_ns': upstreamNs,
     };
     if (r.upstreamHost !== '') rootAttrs['server.address'] = r.upstreamHost;
-    if (usage.responseModel !== '') rootAttrs['gen_ai.response.model'] = usage.responseModel;
-    if (usage.found || usage.outputTokens > 0) {
-      rootAttrs['gen_ai.usage.input_tokens'] = usage.inputTokens;
-      rootAttrs['gen_ai.usage.output_tokens'] = usage.outputTokens;
+    if (r.responseModel !== '') rootAttrs['gen_ai.response.model'] = r.responseModel;
+    if (r.usageFound) {
+      rootAttrs['gen_ai.usage.input_tokens'] = r.inputTokens;
+      rootAttrs['gen_ai.usage.output_tokens'] = r.outputTokens;
     }
     if (r.errorType !== '') rootAttrs['error.type'] = r.errorType;
     if (r.aborted) rootAttrs['sightline.aborted'] = true;
@@ -229,22 +251,22 @@ export class SpanBuilder {
     }
     root.end(hr(r.tFinish));
 
-    const spans = this.#collector.spans.map((s) => this.#row(s, r));
+    const spans = this.#collector.spans.map((s) => row(s, r, instance));
     this.#collector.spans = [];
-    const startNs = markToUnixNano(r.t0);
+    const start = hr(r.t0);
     const rootSpanId = root.spanContext().spanId;
     const request: RequestRow = {
       trace_id: r.traceId,
       span_id: rootSpanId,
-      instance: this.#instance,
+      instance,
       seq: String(r.seq),
-      start_time: Number(startNs / 1_000_000_000n),
-      start_time_unix_nano: startNs.toString(),
+      start_time: start[0],
+      start_time_unix_nano: hrToNsString(start),
       method: r.method,
       route: r.route,
       dialect: r.dialect,
       model: r.model,
-      response_model: usage.responseModel,
+      response_model: r.responseModel,
       provider: r.provider,
       upstream_model: r.upstreamModel,
       team: r.team,
@@ -258,45 +280,45 @@ export class SpanBuilder {
       upstream_ns: String(upstreamNs),
       ttfb_ns: String(r.tFirstWrite > 0 ? markDiffNs(r.t0, r.tFirstWrite) : 0),
       ttft_ns: String(r.tFirstToken > 0 ? markDiffNs(r.t0, r.tFirstToken) : 0),
-      input_tokens: usage.inputTokens,
-      output_tokens: usage.outputTokens,
-      cache_read_tokens: usage.cacheReadTokens,
-      cache_write_tokens: usage.cacheWriteTokens,
+      input_tokens: r.inputTokens,
+      output_tokens: r.outputTokens,
+      cache_read_tokens: r.cacheReadTokens,
+      cache_write_tokens: r.cacheWriteTokens,
       request_bytes: r.requestBytes,
       response_bytes: r.responseBytes,
       usage_partial: r.partial ? 1 : 0,
     };
     return { request, spans };
   }
+}
 
-  #row(s: ReadableSpan, r: RequestRecord): SpanRow {
-    const ctx = s.spanContext();
-    const keys: string[] = [];
-    const values: string[] = [];
-    for (const [k, v] of Object.entries(s.attributes)) {
-      if (v === undefined) continue;
-      keys.push(k);
-      values.push(String(v));
-    }
-    const status: SpanStatus = s.status.code === SpanStatusCode.ERROR ? 'ERROR' : s.status.code === SpanStatusCode.OK ? 'OK' : 'UNSET';
-    return {
-      trace_id: ctx.traceId,
-      span_id: ctx.spanId,
-      parent_span_id: s.parentSpanContext?.spanId ?? '',
-      name: s.name,
-      kind: SpanKind[s.kind].toLowerCase(),
-      is_root: s.kind === SpanKind.SERVER ? 1 : 0,
-      start_time: s.startTime[0],
-      start_time_unix_nano: hrToNsString(s.startTime),
-      duration_ns: String(s.duration[0] * 1e9 + s.duration[1]),
-      status_code: status,
-      status_message: s.status.message ?? '',
-      model: r.model,
-      provider: r.provider,
-      team: r.team,
-      instance: this.#instance,
-      attr_keys: keys,
-      attr_values: values,
-    };
+function row(s: ReadableSpan, r: WireRecord, instance: string): SpanRow {
+  const ctx = s.spanContext();
+  const keys: string[] = [];
+  const values: string[] = [];
+  for (const [k, v] of Object.entries(s.attributes)) {
+    if (v === undefined) continue;
+    keys.push(k);
+    values.push(String(v));
   }
+  const status: SpanStatus = s.status.code === SpanStatusCode.ERROR ? 'ERROR' : s.status.code === SpanStatusCode.OK ? 'OK' : 'UNSET';
+  return {
+    trace_id: ctx.traceId,
+    span_id: ctx.spanId,
+    parent_span_id: s.parentSpanContext?.spanId ?? '',
+    name: s.name,
+    kind: SpanKind[s.kind].toLowerCase(),
+    is_root: s.kind === SpanKind.SERVER ? 1 : 0,
+    start_time: s.startTime[0],
+    start_time_unix_nano: hrToNsString(s.startTime),
+    duration_ns: String(s.duration[0] * 1e9 + s.duration[1]),
+    status_code: status,
+    status_message: s.status.message ?? '',
+    model: r.model,
+    provider: r.provider,
+    team: r.team,
+    instance,
+    attr_keys: keys,
+    attr_values: values,
+  };
 }

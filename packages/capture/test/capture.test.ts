@@ -1,8 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RequestRecord, SpanBuilder, stageIntervals, extractUsage, hasTokenDelta, keepResponseChunk, Capture, RESPONSE_KEEP_BYTES } from '@sightline/capture';
+import { RequestRecord, SpanBuilder, stageIntervals, extractUsage, hasTokenDelta, keepResponseChunk, Capture, RESPONSE_KEEP_BYTES, decodeBatch } from '@sightline/capture';
 import { MemoryBus, type BusPublisher } from '@sightline/bus';
-import { newTraceId, now, STAGES, ATTEMPT_SPAN, type CaptureBatch } from '@sightline/core';
+import { newSpanId, newTraceId, now, STAGES, ATTEMPT_SPAN } from '@sightline/core';
 import type { CaptureConfig } from '@sightline/config';
 
 function fullRecord(): RequestRecord {
@@ -10,6 +10,7 @@ function fullRecord(): RequestRecord {
   const t = now();
   r.seq = 7;
   r.traceId = newTraceId();
+  r.rootSpanId = newSpanId();
   r.t0 = t;
   r.tBody = t + 0.01;
   r.tParsed = t + 0.02;
@@ -75,7 +76,7 @@ test('a stream cut short records the tokens seen so far and says so', () => {
   r.partial = true;
   r.aborted = true;
   r.responseChunks = [Buffer.from('data: {"model":"m","choices":[{"delta":{"role":"assistant","content":""}}]}\n\ndata: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"choices":[{"delta":{"content":"b"}}]}\n\ndata: {"choices":[{"delta":{"content":"c"}}]}\n\n')];
-  const { request } = new SpanBuilder({ instance: 'gw' }).build(r);
+  const { request } = new SpanBuilder().buildRecord(r, 'gw');
   assert.equal(request.output_tokens, 3);
   assert.equal(request.usage_partial, 1);
   assert.equal(request.aborted, 1);
@@ -136,8 +137,8 @@ test('kept response bytes are bounded and keep the first and last chunks', () =>
 test('span builder: one root and one child per stage, ids and timings consistent', () => {
   const r = fullRecord();
   r.responseChunks = [Buffer.from(JSON.stringify({ model: 'gpt-4o-2024-08-06', usage: { prompt_tokens: 3, completion_tokens: 4 } }))];
-  const b = new SpanBuilder({ instance: 'gw-test' });
-  const { request, spans } = b.build(r);
+  const b = new SpanBuilder();
+  const { request, spans } = b.buildRecord(r, 'gw-test');
   const root = spans.find((s) => s.is_root === 1)!;
   assert.equal(root.trace_id, r.traceId);
   assert.equal(root.parent_span_id, '');
@@ -173,7 +174,7 @@ test('an incoming traceparent makes the root a child of the caller span', () => 
   const r = fullRecord();
   r.traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
   r.parentSpanId = '00f067aa0ba902b7';
-  const { spans } = new SpanBuilder({ instance: 'gw' }).build(r);
+  const { spans } = new SpanBuilder().buildRecord(r, 'gw');
   const root = spans.find((s) => s.is_root === 1)!;
   assert.equal(root.trace_id, '4bf92f3577b34da6a3ce929d0e0e4736');
   assert.equal(root.parent_span_id, '00f067aa0ba902b7');
@@ -193,7 +194,8 @@ test('capture batches records and publishes each batch once with a message id', 
   assert.equal(cap.stats.queued, 0);
   const msgs = await bus.fetch(100, 100);
   assert.equal(msgs.length, 3);
-  const batches = msgs.map((m) => JSON.parse(Buffer.from(m.data).toString()) as CaptureBatch);
+  const builder = new SpanBuilder();
+  const batches = msgs.map((m) => decodeBatch(m.data, builder));
   assert.deepEqual(batches.map((b) => b.requests.length), [10, 10, 5]);
   assert.deepEqual(msgs.map((m) => m.msgId), ['gw-a/1', 'gw-a/2', 'gw-a/3']);
   assert.equal(batches.reduce((a, b) => a + b.spans.length, 0), 25 * 12); // root, 10 stages, 1 attempt
@@ -245,7 +247,12 @@ test('batches stay under the byte bound, and a batch NATS refuses for good is dr
     close: async () => {},
   };
   const cap = new Capture({ instance: 'gw-b', config: cfg({ batchMaxRequests: 1000, batchMaxBytes: 40 * 1024, maxInFlight: 1 }), publisher: pub });
-  for (let i = 0; i < 60; i++) cap.record(fullRecord());
+  for (let i = 0; i < 60; i++) {
+    // ~1.9 KB records: 60 of them need three batches of at most 40 KiB.
+    const r = fullRecord();
+    r.errorMessage = 'e'.repeat(1000);
+    cap.record(r);
+  }
   await cap.flush(5000);
   assert.equal(cap.stats.refused, 1);
   assert.ok(cap.stats.dropped > 0 && cap.stats.dropped < 60);

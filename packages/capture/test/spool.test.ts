@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Capture, RequestRecord, Spool } from '@sightline/capture';
 import { MemoryBus, type BusPublisher } from '@sightline/bus';
-import { newTraceId, now, type CaptureBatch } from '@sightline/core';
+import { newTraceId, now } from '@sightline/core';
 import type { CaptureConfig } from '@sightline/config';
 import { waitFor } from '../../../test/support/servers.js';
 
@@ -43,8 +43,8 @@ async function seqsOn(bus: MemoryBus): Promise<{ seqs: number[]; ids: string[] }
   const ids: string[] = [];
   for (const m of await bus.fetch(1000, 50)) {
     ids.push(m.msgId);
-    const b = JSON.parse(Buffer.from(m.data).toString()) as CaptureBatch;
-    for (const r of b.requests) seqs.push(Number(r.seq));
+    const b = JSON.parse(Buffer.from(m.data).toString()) as { records: { seq: number }[] };
+    for (const r of b.records) seqs.push(r.seq);
     await m.ack();
   }
   return { seqs, ids };
@@ -131,26 +131,31 @@ test('with a real NATS server, hundreds of requests per batch stay under its 1 M
   const { ResilientNatsPublisher, NatsConsumer, connectNats } = await import('@sightline/bus');
   const nats = await NatsServer.start();
   const pub = new ResilientNatsPublisher(nats.url, 'gw-big');
-  await pub.ready;
-  const cap = new Capture({ instance: 'gw-big', config: { ...cfg, batchMaxRequests: 10_000, flushIntervalMs: 1000, batchMaxBytes: 512 * 1024 }, publisher: pub });
-  const padded = () => {
-    const r = rec(1);
-    r.responseChunks = [Buffer.from(JSON.stringify({ model: 'gpt-4o', usage: { prompt_tokens: 1, completion_tokens: 2 }, pad: 'x'.repeat(2000) }))];
-    return r;
-  };
-  for (let i = 0; i < 800; i++) cap.record(padded());
-  const left = await cap.flush(10_000);
-  assert.equal(left, 0);
-  assert.equal(cap.stats.published, 800);
-  assert.equal(cap.stats.refused, 0);
-  assert.ok(cap.stats.publishedBatches >= 4, `${cap.stats.publishedBatches} batches`);
-  const con = await NatsConsumer.open(await connectNats(nats.url, 'c'));
-  const got = await con.fetch(100, 1000);
-  assert.ok(got.every((m) => m.data.length <= 512 * 1024));
-  await cap.close(100);
-  await pub.close();
-  await con.close();
-  await nats.dispose();
+  try {
+    await pub.ready;
+    const cap = new Capture({ instance: 'gw-big', config: { ...cfg, batchMaxRequests: 10_000, flushIntervalMs: 1000, batchMaxBytes: 512 * 1024 }, publisher: pub });
+    const padded = () => {
+      // A long error message travels in the record: ~3 KB each, 2.4 MB for 800.
+      const r = rec(1);
+      r.errorMessage = 'x'.repeat(2000);
+      return r;
+    };
+    for (let i = 0; i < 800; i++) cap.record(padded());
+    const left = await cap.flush(10_000);
+    assert.equal(left, 0);
+    assert.equal(cap.stats.published, 800);
+    assert.equal(cap.stats.refused, 0);
+    assert.ok(cap.stats.publishedBatches >= 4, `${cap.stats.publishedBatches} batches`);
+    const con = await NatsConsumer.open(await connectNats(nats.url, 'c'));
+    const got = await con.fetch(100, 1000);
+    assert.equal(got.reduce((n, m) => n + (JSON.parse(Buffer.from(m.data).toString()) as { records: unknown[] }).records.length, 0), 800);
+    assert.ok(got.every((m) => m.data.length <= 512 * 1024));
+    await cap.close(100);
+    await con.close();
+  } finally {
+    await pub.close();
+    await nats.dispose();
+  }
 });
 
 test('a spool directory held by another live process is refused; a stale claim is taken over', () => {

@@ -2,5 +2,5 @@ export { newTraceId, newSpanId, parseTraceparent } from './ids.js';
 export type { TraceParent } from './ids.js';
 export { now, markToUnixNano, markDiffNs, unixNanoNow } from './clock.js';
 export { STAGES, ATTEMPT_SPAN } from './rows.js';
-export type { StageName, SpanStatus, SpanRow, RequestRow, CaptureBatch, IngestBatchRow } from './rows.js';
+export type { StageName, SpanStatus, SpanRow, RequestRow, CaptureBatchV1, IngestBatchRow } from './rows.js';
 export { instanceId, onShutdown, envInt } from './process.js';

@@ -95,8 +95,12 @@ export interface RequestRow {
   usage_partial: 0 | 1;
 }
 
-/** What one bus message carries: the capture of a batch of requests from one gateway. */
-export interface CaptureBatch {
+/**
+ * A bus message of format v1: prebuilt rows, as gateways before the v2 record format
+ * published them (a gateway's disk spool may still hold some). Current gateways publish
+ * v2, finished request records the ingester builds spans from (capture/src/wire.ts).
+ */
+export interface CaptureBatchV1 {
   v: 1;
   instance: string;
   /** Per-instance batch number; with `instance` it is the message id (dedup key). */
