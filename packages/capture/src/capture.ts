@@ -71,9 +71,6 @@ function refusedForGood(err: unknown): boolean {
   return e.code === 'MAX_PAYLOAD_EXCEEDED' || /max(imum)?[ _]payload/i.test(String(e.message ?? ''));
 }
 
-/** Records serialised per event-loop turn. ~6 µs each: well under a millisecond per slice. */
-const BUILD_SLICE = 128;
-
 /** Unix time of this process's monotonic origin: every batch carries it (wire.ts). */
 const ORIGIN_UNIX_NANO = markToUnixNano(0);
 
@@ -89,9 +86,9 @@ export class Capture implements CaptureSink {
   readonly #instance: string;
   readonly #onError: (err: unknown) => void;
   readonly #spool: Spool | null;
-  #pending: RequestRecord[] = [];
-  /** The batch being built, across slices: each request's record as JSON. */
-  #building: { records: string[]; bytes: number } | null = null;
+  /** Finished records, serialised, not yet in a batch. */
+  #pending: string[] = [];
+  #pendingBytes = 0;
   readonly #maxBytes: number;
   readonly #outbox: OutBatch[] = [];
   #outboxRequests = 0;
@@ -125,16 +122,32 @@ export class Capture implements CaptureSink {
     if (this.#spool !== null && this.#spool.count > 0) this.#schedulePump(0);
   }
 
-  /** Hands a finished request to capture. Never throws, never waits. */
+  /**
+   * Hands a finished request to capture. Never throws, never waits. The record is
+   * serialised here, once the response is over (~6 µs: wire.ts), and not kept: holding
+   * records (and their response bytes) until a timer fires would carry them past young-
+   * generation collections, and serialising them in bulk would hold up the requests that
+   * arrive meanwhile.
+   */
   record(rec: RequestRecord): void {
     this.stats.recorded++;
     if (this.#pending.length + this.#outboxRequests >= this.#cfg.queueMaxRequests) {
       this.stats.dropped++;
       return;
     }
-    this.#pending.push(rec);
+    let json: string;
+    try {
+      json = JSON.stringify(toWire(rec));
+    } catch (e) {
+      // A record that cannot be serialised is counted as dropped; capture never throws into requests.
+      this.stats.dropped++;
+      this.#onError(e);
+      return;
+    }
+    this.#pending.push(json);
+    this.#pendingBytes += json.length + 1;
     this.stats.queued++;
-    if (this.#pending.length >= this.#cfg.batchMaxRequests) {
+    if (this.#pending.length >= this.#cfg.batchMaxRequests || this.#pendingBytes >= this.#maxBytes) {
       if (this.#timer !== null) clearTimeout(this.#timer);
       this.#timer = setTimeout(this.#onTimer, 0);
       this.#timer.unref();
@@ -146,12 +159,7 @@ export class Capture implements CaptureSink {
 
   readonly #onTimer = (): void => {
     this.#timer = null;
-    // Build in slices, yielding between them, so requests arriving meanwhile wait for at
-    // most one slice (~1 ms) rather than for a whole batch.
-    if (this.#buildBatches(BUILD_SLICE)) {
-      this.#timer = setTimeout(this.#onTimer, 0);
-      this.#timer.unref();
-    }
+    this.#buildBatches();
     this.#pump();
   };
 
@@ -163,50 +171,36 @@ export class Capture implements CaptureSink {
   }
 
   /**
-   * Builds up to `limit` pending records into batches. A batch is finished when it holds
-   * `batchMaxRequests` requests, when the next request would take it past
-   * `batchMaxBytes` (NATS refuses messages over its max_payload, 1 MiB by default), or
-   * when nothing is pending. Returns whether records are still pending.
+   * Cuts the pending records into batches. A batch ends when it holds `batchMaxRequests`
+   * requests or when the next record would take it past `batchMaxBytes` (NATS refuses
+   * messages over its max_payload, 1 MiB by default).
    */
-  #buildBatches(limit = Number.POSITIVE_INFINITY): boolean {
-    let done = 0;
-    while (this.#pending.length > 0 && done < limit) {
-      const take = Math.min(this.#pending.length, limit - done);
-      const recs = take === this.#pending.length ? this.#pending : this.#pending.slice(0, take);
-      this.#pending = recs === this.#pending ? [] : this.#pending.slice(take);
-      done += recs.length;
-      for (const r of recs) {
-        let json: string;
-        try {
-          json = JSON.stringify(toWire(r));
-        } catch (e) {
-          // A record that cannot be serialised is counted as dropped rather than blocking the batch.
-          this.stats.dropped++;
-          this.stats.queued--;
-          this.#onError(e);
-          continue;
-        }
-        const size = json.length + 1;
-        const b = this.#building;
-        if (b !== null && (b.bytes + size > this.#maxBytes || b.records.length >= this.#cfg.batchMaxRequests)) this.#finishBatch();
-        const cur = (this.#building ??= { records: [], bytes: 256 });
-        cur.records.push(json);
-        cur.bytes += size;
+  #buildBatches(): void {
+    const recs = this.#pending;
+    if (recs.length === 0) return;
+    this.#pending = [];
+    this.#pendingBytes = 0;
+    let from = 0;
+    let bytes = 256;
+    for (let i = 0; i < recs.length; i++) {
+      const size = recs[i]!.length + 1;
+      if (i > from && (bytes + size > this.#maxBytes || i - from >= this.#cfg.batchMaxRequests)) {
+        this.#finishBatch(recs, from, i);
+        from = i;
+        bytes = 256;
       }
+      bytes += size;
     }
-    if (this.#pending.length === 0) this.#finishBatch();
-    return this.#pending.length > 0;
+    this.#finishBatch(recs, from, recs.length);
   }
 
-  #finishBatch(): void {
-    const b = this.#building;
-    this.#building = null;
-    if (b === null || b.records.length === 0) return;
+  #finishBatch(recs: string[], from: number, to: number): void {
+    const n = to - from;
     const seq = String(++this.#batchSeq);
-    // The batch is assembled from the records' JSON; the header carries requests_count first
-    // so counters can read it without parsing (requestsIn).
-    const head = batchHead(this.#instance, seq, b.records.length, unixNanoNow(), ORIGIN_UNIX_NANO);
-    const out: OutBatch = { id: `${this.#instance}/${seq}`, data: Buffer.from(`${head},"records":[${b.records.join(',')}]}`), requests: b.records.length };
+    // The header carries requests_count first so counters can read it without parsing (requestsIn).
+    const head = batchHead(this.#instance, seq, n, unixNanoNow(), ORIGIN_UNIX_NANO);
+    const body = (from === 0 && to === recs.length ? recs : recs.slice(from, to)).join(',');
+    const out: OutBatch = { id: `${this.#instance}/${seq}`, data: Buffer.from(`${head},"records":[${body}]}`), requests: n };
     if (this.#spoolFirst()) this.#toSpool(out);
     else {
       this.#outbox.push(out);
