@@ -66,7 +66,31 @@ export class ScrubErrorRelay implements Relay {
   }
 }
 
-/** Same-dialect OpenAI stream minus the usage-only chunk the client did not ask for. */
+const USAGE_KEY = Buffer.from('"usage"');
+const SPACE = 0x20;
+const TAB = 0x09;
+const CR = 0x0d;
+const LF = 0x0a;
+const COLON = 0x3a;
+const BRACE = 0x7b;
+
+/** Whether the bytes hold `"usage"` followed by an object (not `null`): a usage chunk may be in them. */
+function mayHoldUsage(chunk: Buffer): boolean {
+  let i = chunk.indexOf(USAGE_KEY);
+  while (i !== -1) {
+    let j = i + USAGE_KEY.length;
+    while (j < chunk.length && (chunk[j] === SPACE || chunk[j] === TAB || chunk[j] === CR || chunk[j] === LF || chunk[j] === COLON)) j++;
+    if (j >= chunk.length || chunk[j] === BRACE) return true;
+    i = chunk.indexOf(USAGE_KEY, j);
+  }
+  return false;
+}
+
+/**
+ * Same-dialect OpenAI stream minus the usage-only chunk the client did not ask for.
+ * Chunks of whole events without a usage object (every chunk but the last, as providers
+ * send them) are relayed as they came, unparsed; the rest go through the SSE parser.
+ */
 export class UsageStripRelay implements Relay {
   readonly #parser = new SseParser();
   #events = true;
@@ -78,6 +102,7 @@ export class UsageStripRelay implements Relay {
 
   data(chunk: Buffer): Buffer | string | null {
     if (!this.#events) return chunk;
+    if (!mayHoldUsage(chunk) && this.#parser.passOver(chunk)) return chunk;
     let out = '';
     for (const ev of this.#parser.push(chunk)) {
       if (isUsageOnlyChunk(ev)) continue;

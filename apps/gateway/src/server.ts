@@ -22,6 +22,7 @@ import {
   isTranslationError,
   openaiRequestToAnthropic,
   withStreamUsage,
+  withStreamUsageBytes,
   type AnthropicMessagesRequest,
   type OpenAIChatRequest,
 } from '@sightline/translate';
@@ -269,6 +270,10 @@ function prepareFor(
     const rename = upstreamModel !== rec.model && up.config.type !== 'azure';
     if (dialect === 'openai' && rec.stream && !clientRequestedUsage(body)) {
       // Usage is captured for every stream: ask for it, and take the extra chunk out again.
+      // Without a model to rename or stream_options to merge into, the option is spliced
+      // into the client's bytes rather than re-serialising the request.
+      const spliced = rename || 'stream_options' in body ? null : withStreamUsageBytes(raw);
+      if (spliced !== null) return { path, headers, body: spliced, relay: new UsageStripRelay(), upstreamModel };
       const { request } = withStreamUsage(body);
       const out = rename ? { ...request, model: upstreamModel } : request;
       return { path, headers, body: Buffer.from(JSON.stringify(out)), relay: new UsageStripRelay(), upstreamModel };

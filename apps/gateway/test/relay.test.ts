@@ -28,3 +28,68 @@ test('the usage-only chunk is removed and every other event passes, split anywhe
     assert.ok(out.includes('héllo') && out.includes('"finish_reason":"stop"') && out.endsWith('data: [DONE]\n\n'), `cut ${cut}: ${out}`);
   }
 });
+
+test('chunks of whole events without a usage object are relayed as they came, unparsed', () => {
+  const r = new UsageStripRelay();
+  r.head(200, {});
+  const a = Buffer.from('data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":null}\n\n');
+  const b = Buffer.from('data: {"choices":[{"index":0,"delta":{"content":"one"}}],"usage" : null}\n\ndata: {"choices":[{"index":0,"delta":{"content":"two"}}]}\r\n\r\n');
+  assert.equal(r.data(a), a, 'the same buffer, not a copy');
+  assert.equal(r.data(b), b);
+  // A chunk that ends inside an event is parsed, and so is the rest of that event.
+  const c1 = Buffer.from('data: {"choices":[{"index":0,"delta":{"content":"thr');
+  const c2 = Buffer.from('ee"}}]}\n\n');
+  assert.equal(r.data(c1), null);
+  const out = r.data(c2);
+  assert.notEqual(out, c2);
+  assert.match(String(out), /"content":"three"/);
+  // Between events again: the next whole-event chunk passes as it came.
+  const d = Buffer.from('data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n');
+  assert.equal(r.data(d), d);
+  // The usage chunk (usage is an object) is parsed and removed; [DONE] passes.
+  const u = Buffer.from('data: {"choices":[],"usage": \t{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}\n\ndata: [DONE]\n\n');
+  assert.equal(r.data(u), 'data: [DONE]\n\n');
+  assert.equal(r.end(), null);
+});
+
+test('fast and parsed paths together relay every event but the usage-only one, however the stream is cut', () => {
+  const events = [
+    'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":null}\n\n',
+    ...Array.from({ length: 6 }, (_, i) => `data: {"choices":[{"index":0,"delta":{"content":"w${i} é"}}],"usage":null}\n\n`),
+    'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}\n\n',
+    'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":7,"total_tokens":10}}\n\n',
+    'data: [DONE]\n\n',
+  ];
+  const bytes = Buffer.from(events.join(''));
+  const want = events.filter((e) => !e.includes('prompt_tokens')).map((e) => e.replace(/^data: /, '').trim());
+  let seed = 7;
+  const rnd = (n: number): number => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return seed % n;
+  };
+  for (let round = 0; round < 300; round++) {
+    // Cuts: sometimes at event boundaries (the fast path), sometimes anywhere (the parser).
+    const cuts = new Set<number>();
+    let at = 0;
+    for (const e of events) {
+      at += Buffer.byteLength(e);
+      if (rnd(2) === 0) cuts.add(at);
+    }
+    for (let k = rnd(4); k > 0; k--) cuts.add(1 + rnd(bytes.length - 1));
+    const points = [0, ...[...cuts].filter((c) => c > 0 && c < bytes.length).sort((x, y) => x - y), bytes.length];
+    const r = new UsageStripRelay();
+    r.head(200, {});
+    let out = '';
+    for (let i = 1; i < points.length; i++) {
+      const o = r.data(bytes.subarray(points[i - 1], points[i]));
+      if (o !== null) out += o.toString();
+    }
+    const e = r.end();
+    if (e !== null) out += e.toString();
+    const got = out
+      .split('\n\n')
+      .filter((s) => s !== '')
+      .map((s) => s.replace(/^data: ?/, '').trim());
+    assert.deepEqual(got, want, `round ${round}, cuts ${points.join(',')}`);
+  }
+});

@@ -19,7 +19,7 @@ export {
 } from './errors-map.js';
 export type { MappedError } from './errors-map.js';
 
-export { clientRequestedUsage, isUsageOnlyChunk, usageOnlyChunk, withStreamUsage } from './usage.js';
+export { clientRequestedUsage, isUsageOnlyChunk, usageOnlyChunk, withStreamUsage, withStreamUsageBytes } from './usage.js';
 
 // OpenAI client side: its request out to Anthropic, Anthropic's answers back.
 export { DEFAULT_ANTHROPIC_MAX_TOKENS, openaiRequestToAnthropic } from './openai/request.js';

@@ -107,6 +107,25 @@ export class SseParser {
   }
 
   /**
+   * Whether `chunk` can go by without being parsed: the parser is between events and
+   * the chunk holds whole events only (it ends with a blank line: LF LF or CRLF CRLF),
+   * so parsing it would leave the parser exactly as it is now. A caller that only looks
+   * for some events (UsageStripRelay) relays such chunks as they came, after checking
+   * their bytes for what it looks for. Counts as having parsed the chunk's first line.
+   */
+  passOver(chunk: Buffer): boolean {
+    if (this.#partial.length > 0 || this.#skipLF || this.#hasData || this.#eventType !== null || this.#raw.length > 0) return false;
+    const n = chunk.length;
+    if (n < 2 || chunk[n - 1] !== LF) return false;
+    if (chunk[n - 2] !== LF && !(n >= 4 && chunk[n - 2] === CR && chunk[n - 3] === LF && chunk[n - 4] === CR)) return false;
+    if (this.#firstLine) {
+      if (n >= 3 && chunk[0] === 0xef && chunk[1] === 0xbb && chunk[2] === 0xbf) return false;
+      this.#firstLine = false;
+    }
+    return true;
+  }
+
+  /**
    * End of stream: dispatch a pending event whose lines were all terminated (see the
    * module comment), drop an unterminated last line, and reset for reuse.
    */

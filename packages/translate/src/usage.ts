@@ -34,6 +34,21 @@ export function withStreamUsage<T extends Pick<OpenAIChatRequest, 'stream' | 'st
   return { request: { ...req, stream_options: { ...options, include_usage: true } }, added: true };
 }
 
+const INCLUDE_USAGE = Buffer.from('"stream_options":{"include_usage":true},');
+
+/**
+ * The same request as bytes, with `"stream_options":{"include_usage":true}` as its first
+ * member: for a streaming request body that is a JSON object with at least one member and
+ * no `stream_options` key (the caller checks both on the parsed body), without
+ * re-serialising it. Returns null when the bytes do not start with an object.
+ */
+export function withStreamUsageBytes(raw: Buffer): Buffer | null {
+  let i = 0;
+  while (i < raw.length && (raw[i] === 0x20 || raw[i] === 0x09 || raw[i] === 0x0a || raw[i] === 0x0d)) i++;
+  if (raw[i] !== 0x7b /* { */) return null;
+  return Buffer.concat([raw.subarray(0, i + 1), INCLUDE_USAGE, raw.subarray(i + 1)]);
+}
+
 /**
  * If `ev` is the usage-only chunk (`choices` an empty array and `usage` an object), its
  * usage; otherwise null. One JSON parse at most, and only for candidate chunks.

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { SseParser, clientRequestedUsage, formatSse, isUsageOnlyChunk, usageOnlyChunk, withStreamUsage } from '../src/index.js';
+import { SseParser, clientRequestedUsage, formatSse, isUsageOnlyChunk, usageOnlyChunk, withStreamUsage, withStreamUsageBytes } from '../src/index.js';
 import type { OpenAIChatRequest, SseEvent } from '../src/index.js';
 
 const USAGE_CHUNK =
@@ -86,5 +86,17 @@ describe('stream_options.include_usage helpers', () => {
     assert.deepEqual(withStreamUsage(asked), { request: asked, added: false });
     const notStreaming = { model: 'm', messages: [], stream: false };
     assert.deepEqual(withStreamUsage(notStreaming), { request: notStreaming, added: false });
+  });
+
+  test('withStreamUsageBytes splices the option into the bytes: same request, option first', () => {
+    for (const text of ['{"model":"m","stream":true,"messages":[{"role":"user","content":"é {x}"}]}', ' \r\n\t{ "model" : "m", "stream": true, "messages": [] }\n']) {
+      const out = withStreamUsageBytes(Buffer.from(text));
+      assert.ok(out !== null);
+      const parsed = JSON.parse(out.toString('utf8')) as Record<string, unknown>;
+      assert.deepEqual(parsed, { stream_options: { include_usage: true }, ...(JSON.parse(text) as object) });
+      assert.equal(Object.keys(parsed)[0], 'stream_options');
+    }
+    assert.equal(withStreamUsageBytes(Buffer.from('[1,2]')), null);
+    assert.equal(withStreamUsageBytes(Buffer.from('')), null);
   });
 });
