@@ -292,11 +292,22 @@ export class SpanBuilder {
   }
 }
 
+/** `kind` column values, indexed by SpanKind. */
+const KIND_NAMES: Readonly<Record<SpanKind, string>> = {
+  [SpanKind.INTERNAL]: 'internal',
+  [SpanKind.SERVER]: 'server',
+  [SpanKind.CLIENT]: 'client',
+  [SpanKind.PRODUCER]: 'producer',
+  [SpanKind.CONSUMER]: 'consumer',
+};
+
 function row(s: ReadableSpan, r: WireRecord, instance: string): SpanRow {
   const ctx = s.spanContext();
   const keys: string[] = [];
   const values: string[] = [];
-  for (const [k, v] of Object.entries(s.attributes)) {
+  const attrs = s.attributes;
+  for (const k in attrs) {
+    const v = attrs[k];
     if (v === undefined) continue;
     keys.push(k);
     values.push(String(v));
@@ -307,7 +318,7 @@ function row(s: ReadableSpan, r: WireRecord, instance: string): SpanRow {
     span_id: ctx.spanId,
     parent_span_id: s.parentSpanContext?.spanId ?? '',
     name: s.name,
-    kind: SpanKind[s.kind].toLowerCase(),
+    kind: KIND_NAMES[s.kind],
     is_root: s.kind === SpanKind.SERVER ? 1 : 0,
     start_time: s.startTime[0],
     start_time_unix_nano: hrToNsString(s.startTime),
