@@ -32,6 +32,10 @@ const USAGE = `usage: npm run bench [-- --quick] [--no-netns] [--pin apart|split
   --no-pin    same as --pin none
   --arms      start and run only these proxy arms (sightline, sightline-nocapture, node-proxy,
               nginx, portkey); direct always runs. For development: ratios need all of them
+  --gateway-workers N
+              processes serving each Sightline gateway's port (GATEWAY_WORKERS; default 1).
+              With layout apart or split they share the proxy core; use --pin none to give
+              them every core
   --node-proxy-client free-list|pool
               upstream connections of the node-proxy arm (default free-list; pool is undici's
               Pool, which walks all its connections per request: see peers/node-proxy.ts)
@@ -48,6 +52,7 @@ export interface Flags {
   arms: string[] | null;
   rates: number[] | null;
   nodeProxyClient: 'free-list' | 'pool';
+  gatewayWorkers: number;
 }
 
 function list(v: string | undefined): string[] | null {
@@ -64,6 +69,7 @@ function flags(): Flags | null {
       arms: { type: 'string' },
       rates: { type: 'string' },
       'node-proxy-client': { type: 'string' },
+      'gateway-workers': { type: 'string' },
       only: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -74,8 +80,11 @@ function flags(): Flags | null {
   if (pin !== 'apart' && pin !== 'split' && pin !== 'none') throw new Error(`--pin must be apart, split or none, got ${pin}`);
   const nodeProxyClient = values['node-proxy-client'] ?? 'free-list';
   if (nodeProxyClient !== 'free-list' && nodeProxyClient !== 'pool') throw new Error(`--node-proxy-client must be free-list or pool, got ${nodeProxyClient}`);
+  const gatewayWorkers = Number(values['gateway-workers'] ?? '1');
+  if (!Number.isInteger(gatewayWorkers) || gatewayWorkers < 1 || gatewayWorkers > 16) throw new Error(`--gateway-workers must be an integer from 1 to 16, got ${values['gateway-workers']}`);
   return {
     nodeProxyClient,
+    gatewayWorkers,
     quick: values.quick === true,
     netns: values['no-netns'] !== true,
     pin,

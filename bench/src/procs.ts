@@ -109,6 +109,20 @@ export function pinPid(pid: number, cpu: number): void {
   execFileSync('taskset', ['-a', '-p', '-c', String(cpu), String(pid)], { stdio: 'ignore' });
 }
 
+/** A pid and its child processes (e.g. a gateway's cluster workers), from /proc. */
+export function withChildren(pid: number): number[] {
+  const out = [pid];
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      const kids = readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim();
+      if (kids !== '') for (const k of kids.split(/\s+/)) out.push(Number(k));
+    }
+  } catch {
+    // Gone, or no /proc: the pid alone.
+  }
+  return out;
+}
+
 /** The CPU list a pid may run on, as taskset prints it (e.g. "1"), or "?" when unreadable. */
 export function affinityOf(pid: number): string {
   try {

@@ -172,7 +172,8 @@ export function renderMarkdown(r: RunResults): string {
   const out: string[] = [];
   out.push(`# Sightline benchmark — ${r.mode} mode, ${r.started_at}`);
   out.push('');
-  out.push(`Rig: ${r.rig.cpu_model}, ${r.rig.cores} cores, ${r.rig.memory_gb} GB, Linux ${r.rig.kernel}, Node ${r.rig.node}. ${r.rig.pinning}`);
+  const workers = Number(r.method.gateway_workers ?? 1);
+  out.push(`Rig: ${r.rig.cpu_model}, ${r.rig.cores} cores, ${r.rig.memory_gb} GB, Linux ${r.rig.kernel}, Node ${r.rig.node}. ${r.rig.pinning}${workers > 1 ? ` Sightline gateways: ${workers} worker processes each (GATEWAY_WORKERS).` : ''}`);
   out.push(`Wall time ${r.wall_s} s. Validity gates: **${r.passed ? 'passed' : 'FAILED'}**.`);
   out.push('');
   out.push('Latencies in µs. "added" = arm − direct floor (mean of the control blocks before and after the arms), per percentile, same run.');

@@ -48,6 +48,7 @@ export interface RunOptions {
   rates: number[] | null;
   /** Upstream connections of the node-proxy arm (peers/node-proxy.ts). */
   nodeProxyClient: 'free-list' | 'pool';
+  gatewayWorkers: number;
 }
 
 /** Error-rate gate: more than 0.1 % failed requests invalidates an arm's figures (issue 5). */
@@ -841,7 +842,7 @@ export async function run(opts: RunOptions): Promise<number> {
   watchdog.unref();
 
   try {
-    stack = await startStack({ pin, netns: opts.netns, runId, log, arms: opts.arms, nodeProxyClient: opts.nodeProxyClient });
+    stack = await startStack({ pin, netns: opts.netns, runId, log, arms: opts.arms, nodeProxyClient: opts.nodeProxyClient, gatewayWorkers: opts.gatewayWorkers });
     for (const [name, arm] of stack.arms) log(`arm ${name}: ${arm.target === undefined ? `not available (${arm.reason.slice(0, 200)})` : arm.target.origin}`);
     driver = await DriverClient.start();
     const runner = new Runner(plan, stack, driver);
@@ -893,6 +894,7 @@ export async function run(opts: RunOptions): Promise<number> {
         gap: 'per request, the largest interval between two body reads after the first token',
         open_loop: 'latency from the intended send time (request i due at start + i/rate), so stalls are not omitted',
         node_proxy_client: opts.nodeProxyClient,
+        gateway_workers: opts.gatewayWorkers,
       },
       scenarios,
       ladder,

@@ -23,7 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { ClickHouseServer, NatsServer, freePort } from '../../test/support/servers.js';
 import { startApp, waitHealthy } from '../../test/support/apps.js';
 import type { AppProcess } from '../../test/support/apps.js';
-import { Proc, pinPid, rssMb, spawnProc, waitHttp } from './procs.js';
+import { Proc, pinPid, rssMb, spawnProc, waitHttp, withChildren } from './procs.js';
 import type { Pinning } from './procs.js';
 import { Nginx } from './peers/nginx.js';
 import { Portkey, portkeyHeaders } from './peers/portkey.js';
@@ -140,6 +140,8 @@ export interface StackOptions {
   arms: string[] | null;
   /** node-proxy's upstream connections (peers/node-proxy.ts --client). */
   nodeProxyClient: 'free-list' | 'pool';
+  /** GATEWAY_WORKERS of the Sightline gateways. */
+  gatewayWorkers: number;
 }
 
 function message(err: unknown): string {
@@ -229,7 +231,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       // started from the repository root, which would then replay each other's batches.
       const spool = mkdtempSync(join(tmpdir(), `sightline-bench-spool-${name}-`));
       stoppers.push(async () => rmSync(spool, { recursive: true, force: true }));
-      const env = { ...baseEnv(port), SIGHTLINE_INSTANCE: instance, SIGHTLINE_SPOOL_DIR: spool };
+      const env = { ...baseEnv(port), SIGHTLINE_INSTANCE: instance, SIGHTLINE_SPOOL_DIR: spool, GATEWAY_WORKERS: String(opts.gatewayWorkers) };
       if (name === 'sightline-nocapture') Object.assign(env, { SIGHTLINE_BENCH_CAPTURE_OFF: '1' });
       const app = startApp(name, 'apps/gateway/src/main.ts', env);
       stoppers.push(async () => {
@@ -241,14 +243,15 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       const url = `http://127.0.0.1:${port}`;
       try {
         await waitHealthy(app, `${url}/healthz`, 60_000);
-        if (proxyCpu !== undefined && app.child.pid !== undefined) pinPid(app.child.pid, proxyCpu);
+        // With GATEWAY_WORKERS > 1 the workers are the primary's children: pin them too.
+        if (proxyCpu !== undefined && app.child.pid !== undefined) for (const p of withChildren(app.child.pid)) pinPid(p, proxyCpu);
         const pid = app.child.pid ?? -1;
         roles.push({ role: `gateway (${name})`, pid: () => pid });
         arms.set(name, {
           name,
           target: { origin: url, extraHeaders: (scenario) => ({ 'x-sightline-team': teamOf(scenario) }) },
           reason: '',
-          pids: () => [pid],
+          pids: () => withChildren(pid),
           instance,
           output: () => app.output,
         });

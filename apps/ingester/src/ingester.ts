@@ -23,6 +23,11 @@ export interface IngesterOptions {
   /** Milliseconds a fetch waits for messages. Default 1 000. */
   fetchWaitMs?: number;
   /**
+   * Fetched message sets being built and written at once. With 2, the next set is fetched
+   * and its spans built while ClickHouse writes the previous one. Default 2.
+   */
+  writesInFlight?: number;
+  /**
    * Deliveries after which a message ClickHouse keeps refusing goes to the dead-letter
    * subject. Only refusals count (ClickHouse answered that the data is bad); while
    * ClickHouse is unreachable, messages wait however long it takes. Default 5.
@@ -57,6 +62,7 @@ export class Ingester {
   readonly #name: string;
   readonly #max: number;
   readonly #wait: number;
+  readonly #inFlight: number;
   readonly #maxDeliveries: number;
   readonly #rollup: Rollup | null;
   readonly #log: (msg: string) => void;
@@ -64,8 +70,8 @@ export class Ingester {
   #running = false;
   #loop: Promise<void> | null = null;
   #backoff = 0;
-  #sleepTimer: NodeJS.Timeout | null = null;
-  #wake: (() => void) | null = null;
+  /** Backoff sleeps in progress (one per set being written, and the fetch loop's): stop() ends them. */
+  readonly #sleeping = new Set<() => void>();
   readonly stats: IngesterStats = { batches: 0, requests: 0, spans: 0, writeFailures: 0, deadLettered: 0, lastLagMs: 0 };
   /** Publish-to-write lag of recent batches, for the metrics histogram. */
   readonly lagObservations: number[] = [];
@@ -76,6 +82,7 @@ export class Ingester {
     this.#name = opts.name ?? 'ingester';
     this.#max = opts.maxMessages ?? 64;
     this.#wait = opts.fetchWaitMs ?? 1_000;
+    this.#inFlight = Math.max(1, opts.writesInFlight ?? 2);
     this.#maxDeliveries = opts.maxDeliveries ?? 5;
     this.#rollup = opts.rollup ?? null;
     this.#log = opts.log ?? (() => {});
@@ -90,8 +97,7 @@ export class Ingester {
   /** Stops after the batch in hand is written (or given back). */
   async stop(): Promise<void> {
     this.#running = false;
-    if (this.#sleepTimer !== null) clearTimeout(this.#sleepTimer);
-    this.#wake?.();
+    for (const wake of [...this.#sleeping]) wake();
     await this.#loop;
     if (this.#rollup !== null) {
       this.#rollup.stop();
@@ -100,7 +106,14 @@ export class Ingester {
   }
 
   async #run(): Promise<void> {
+    // Each message is acknowledged after its own write, so sets written side by side keep
+    // the at-least-once guarantee; the tables collapse what a crash makes written twice.
+    const writing = new Set<Promise<void>>();
     while (this.#running) {
+      if (writing.size >= this.#inFlight) {
+        await Promise.race(writing);
+        continue;
+      }
       let msgs: BusMessage[];
       try {
         msgs = await this.#consumer.fetch(this.#max, this.#wait);
@@ -110,8 +123,18 @@ export class Ingester {
         continue;
       }
       if (msgs.length === 0) continue;
-      await this.#process(msgs);
+      const p: Promise<void> = this.#process(msgs).then(
+        () => {
+          writing.delete(p);
+        },
+        (e: unknown) => {
+          writing.delete(p);
+          this.#log(`processing failed: ${(e as Error).message}`);
+        },
+      );
+      writing.add(p);
     }
+    await Promise.all(writing);
   }
 
   async #process(msgs: BusMessage[]): Promise<void> {
@@ -226,8 +249,13 @@ export class Ingester {
   #sleep(ms: number): Promise<void> {
     if (!this.#running) return Promise.resolve();
     return new Promise((resolve) => {
-      this.#wake = resolve;
-      this.#sleepTimer = setTimeout(resolve, ms);
+      const wake = (): void => {
+        clearTimeout(timer);
+        this.#sleeping.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      this.#sleeping.add(wake);
     });
   }
 }
