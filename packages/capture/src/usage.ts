@@ -69,40 +69,115 @@ export function extractUsage(chunks: readonly Buffer[] | null, stream: boolean):
 }
 
 function parseInto(u: Usage, chunks: readonly Buffer[], stream: boolean): void {
-  const text = Buffer.concat(chunks).toString('utf8');
+  const buf = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
   if (!stream) {
-    try {
-      const body = obj(JSON.parse(text));
-      if (body !== null) applyEvent(u, body);
-    } catch {
-      // Not JSON (an upstream HTML error page, a truncated body): no usage.
-    }
+    jsonBody(u, buf);
     return;
   }
-  for (const line of text.split('\n')) {
+  // Only the events that can carry the model or a usage object are parsed; deltas are
+  // counted from their text (a long stream is mostly deltas).
+  for (const line of buf.toString('utf8').split('\n')) {
     if (!line.startsWith('data:')) continue;
-    const data = line.slice(5).trim();
-    if (data === '' || data === '[DONE]' || data[0] !== '{') continue;
-    try {
-      const ev = obj(JSON.parse(data));
-      if (ev !== null) {
-        applyEvent(u, ev);
-        if (isDelta(ev)) u.deltas++;
+    let from = 5;
+    while (from < line.length && (line.charCodeAt(from) === 0x20 || line.charCodeAt(from) === 0x09)) from++;
+    if (line.charCodeAt(from) !== 0x7b /* { */) continue; // [DONE], empty, not JSON
+    const data = from === 5 ? line.slice(5) : line.slice(from);
+    if ((u.responseModel === '' && data.includes('"model"')) || USAGE_OBJECT.test(data)) {
+      try {
+        const ev = obj(JSON.parse(data));
+        if (ev !== null) applyEvent(u, ev);
+      } catch {
+        // A partial event at a truncation boundary.
       }
-    } catch {
-      // A partial event at a truncation boundary.
     }
+    if (isDeltaText(data)) u.deltas++;
   }
 }
 
-/** A content or tool-argument delta, in either dialect. */
-function isDelta(ev: Json): boolean {
-  if (ev.type === 'content_block_delta') return true;
-  const choices = ev.choices;
-  if (!Array.isArray(choices)) return false;
-  const delta = obj(obj(choices[0])?.delta);
-  if (delta === null) return false;
-  return (typeof delta.content === 'string' && delta.content !== '') || Array.isArray(delta.tool_calls);
+const USAGE_OBJECT = /"usage"\s*:\s*\{/;
+const ANTHROPIC_DELTA = /"type"\s*:\s*"content_block_delta"/;
+const OPENAI_CONTENT = /"content"\s*:\s*"[^"]/;
+const OPENAI_TOOL_CALLS = /"tool_calls"\s*:\s*\[/;
+
+/** A content or tool-argument delta event, in either dialect, from its JSON text. */
+function isDeltaText(data: string): boolean {
+  return ANTHROPIC_DELTA.test(data) || (data.includes('"delta"') && (OPENAI_CONTENT.test(data) || OPENAI_TOOL_CALLS.test(data)));
+}
+
+const QUOTE_CHAR = 0x22;
+const BACKSLASH = 0x5c;
+const MODEL_KEY = Buffer.from('"model"');
+const USAGE_KEY = Buffer.from('"usage"');
+
+/** Index after `key` and the colon that follows it (with whitespace), or -1. */
+function afterColon(buf: Buffer, at: number, keyLength: number): number {
+  let i = at + keyLength;
+  while (i < buf.length && (buf[i] === 0x20 || buf[i] === 0x09 || buf[i] === 0x0a || buf[i] === 0x0d)) i++;
+  if (buf[i] !== 0x3a /* : */) return -1;
+  i++;
+  while (i < buf.length && (buf[i] === 0x20 || buf[i] === 0x09 || buf[i] === 0x0a || buf[i] === 0x0d)) i++;
+  return i < buf.length ? i : -1;
+}
+
+/** End (exclusive) of the JSON string starting at the quote at `at`, or -1. */
+function stringEnd(buf: Buffer, at: number): number {
+  for (let i = at + 1; i < buf.length; i++) {
+    const c = buf[i];
+    if (c === BACKSLASH) i++;
+    else if (c === QUOTE_CHAR) return i + 1;
+  }
+  return -1;
+}
+
+/** End (exclusive) of the JSON object starting at the brace at `at`, or -1. */
+function objectEnd(buf: Buffer, at: number): number {
+  let depth = 0;
+  for (let i = at; i < buf.length; i++) {
+    const c = buf[i];
+    if (c === QUOTE_CHAR) {
+      const e = stringEnd(buf, i);
+      if (e < 0) return -1;
+      i = e - 1;
+    } else if (c === 0x7b) depth++;
+    else if (c === 0x7d && --depth === 0) return i + 1;
+  }
+  return -1;
+}
+
+/**
+ * A JSON response body (either dialect): the model and the usage object, found by their
+ * keys and parsed alone, instead of parsing a body of up to 64 KiB. Key names cannot occur
+ * inside string values unescaped, so `"model"` and `"usage"` followed by a colon are keys.
+ * Also reads the usage from a body whose middle was not kept (RESPONSE_KEEP_BYTES).
+ */
+function jsonBody(u: Usage, buf: Buffer): void {
+  const m = buf.indexOf(MODEL_KEY);
+  if (m >= 0) {
+    const v = afterColon(buf, m, MODEL_KEY.length);
+    if (v >= 0 && buf[v] === QUOTE_CHAR) {
+      const e = stringEnd(buf, v);
+      if (e > 0) {
+        try {
+          const model: unknown = JSON.parse(buf.toString('utf8', v, e));
+          if (typeof model === 'string') u.responseModel = model;
+        } catch {
+          // Not a JSON string after all.
+        }
+      }
+    }
+  }
+  const k = buf.lastIndexOf(USAGE_KEY);
+  if (k < 0) return;
+  const v = afterColon(buf, k, USAGE_KEY.length);
+  if (v < 0 || buf[v] !== 0x7b) return;
+  const e = objectEnd(buf, v);
+  if (e < 0) return;
+  try {
+    const usage = obj(JSON.parse(buf.toString('utf8', v, e)));
+    if (usage !== null) applyUsage(u, usage);
+  } catch {
+    // Not JSON after all: no usage.
+  }
 }
 
 const CONTENT = Buffer.from('"content":"');

@@ -114,6 +114,43 @@ test('usage from OpenAI and Anthropic, JSON and SSE', () => {
   assert.equal(extractUsage([Buffer.from('<html>bad gateway')], false).found, false);
 });
 
+test('usage from a JSON body is found by its keys: escaped look-alikes in content are ignored, a body cut in the middle still has it', () => {
+  const body = {
+    id: 'x',
+    model: 'gpt-4o-2024',
+    choices: [{ message: { role: 'assistant', content: 'he wrote "usage": {"prompt_tokens": 999} and "model": "fake"' } }],
+    usage: { prompt_tokens: 12, completion_tokens: 34, prompt_tokens_details: { cached_tokens: 5, nested: { a: '}' } } },
+  };
+  const text = JSON.stringify(body, null, 1); // whitespace around colons and braces
+  const u = extractUsage([Buffer.from(text)], false);
+  assert.deepEqual([u.responseModel, u.inputTokens, u.outputTokens, u.cacheReadTokens, u.found], ['gpt-4o-2024', 12, 34, 5, true]);
+  // What keepResponseChunk keeps of a long body: the first chunk and the tail.
+  const big = Buffer.from(JSON.stringify({ ...body, choices: [{ message: { role: 'assistant', content: 'y'.repeat(200_000) } }] }));
+  const r = new RequestRecord();
+  for (let i = 0; i < big.length; i += 1000) keepResponseChunk(r, big.subarray(i, i + 1000));
+  assert.ok(r.responseKept < big.length);
+  const cut = extractUsage(r.responseChunks, false);
+  assert.deepEqual([cut.responseModel, cut.inputTokens, cut.outputTokens], ['gpt-4o-2024', 12, 34]);
+  // Anthropic's shape, and an error body without usage.
+  const a = extractUsage([Buffer.from('{"id":"m","type":"message","model":"claude-x","content":[{"type":"text","text":"\\"usage\\":{}"}],"usage":{"input_tokens":7,"output_tokens":8,"cache_read_input_tokens":2}}')], false);
+  assert.deepEqual([a.responseModel, a.inputTokens, a.outputTokens, a.cacheReadTokens], ['claude-x', 9, 8, 2]);
+  assert.equal(extractUsage([Buffer.from('{"error":{"message":"no","type":"invalid_request_error"}}')], false).found, false);
+});
+
+test('stream deltas are counted from their text, with or without spaces, tool calls included', () => {
+  const events = [
+    'data: {"model": "m2", "choices": [{"delta": {"role": "assistant", "content": ""}}]}',
+    'data: {"choices": [{"delta": {"content": "a"}}]}',
+    'data:{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}',
+    'data: {"choices": [{"delta": {}, "finish_reason": "stop"}]}',
+    'data: [DONE]',
+  ];
+  const u = extractUsage([Buffer.from(events.join('\n\n') + '\n\n')], true);
+  assert.equal(u.responseModel, 'm2');
+  assert.equal(u.deltas, 2);
+  assert.equal(u.found, false);
+});
+
 test('first-token detection ignores the empty role chunk', () => {
   assert.equal(hasTokenDelta(Buffer.from('data: {"choices":[{"delta":{"role":"assistant","content":""}}]}\n\n')), false);
   assert.equal(hasTokenDelta(Buffer.from('data: {"choices":[{"delta":{"content":"Hi"}}]}\n\n')), true);
