@@ -33,6 +33,17 @@ export async function countCaptured(chUrl: string, database: string, instancePre
   return n;
 }
 
+/** p50 and p99 of `gateway_ns` over the same rows as countCaptured, in µs; undefined without rows. */
+export async function recordedGatewayTime(chUrl: string, database: string, instancePrefix: string, team: string): Promise<{ p50: number; p99: number } | undefined> {
+  const out = await chQuery(
+    chUrl,
+    `SELECT quantilesExact(0.5, 0.99)(gateway_ns) FROM ${checked(database)}.requests FINAL WHERE instance LIKE '${checked(instancePrefix)}-%' AND team = '${checked(team)}'`,
+  );
+  const m = /^\[(\d+),(\d+)\]$/.exec(out);
+  if (m === null) return undefined;
+  return { p50: Math.round(Number(m[1]) / 1000), p99: Math.round(Number(m[2]) / 1000) };
+}
+
 export async function chVersion(chUrl: string): Promise<string> {
   return chQuery(chUrl, 'SELECT version()');
 }

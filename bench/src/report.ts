@@ -59,6 +59,12 @@ export interface ArmRow {
   rss_mb?: number;
   /** Sightline: rows in ClickHouse `sightline.requests FINAL` for this arm's instance and scenario. */
   captured?: number;
+  /**
+   * Sightline: the gateway's own time per request as it recorded it (`gateway_ns`: total
+   * minus the wait on the provider), over the captured rows of this scenario, µs.
+   */
+  recorded_gateway_p50_us?: number;
+  recorded_gateway_p99_us?: number;
   blocks?: BlockRow[];
 }
 
@@ -193,6 +199,11 @@ export function renderMarkdown(r: RunResults): string {
   const drifts = r.scenarios.filter((s) => s.control !== undefined);
   if (drifts.length > 0) {
     out.push('Direct control blocks (p50 µs before → after, drift; CPU used by other tenants of the machine during the scenario): ' + drifts.map((s) => `${s.name} ${s.control?.before.p50_us} → ${s.control?.after.p50_us} (${((s.control?.p50_drift ?? 0) * 100).toFixed(1)} %; ${s.foreign_cpu_pct ?? '?'} % foreign CPU)`).join('; ') + '.');
+    out.push('');
+  }
+  const recorded = r.scenarios.flatMap((s) => s.arms.filter((a) => a.recorded_gateway_p50_us !== undefined).map((a) => `${s.name} ${a.recorded_gateway_p50_us} / ${a.recorded_gateway_p99_us}`));
+  if (recorded.length > 0) {
+    out.push(`Sightline's own time per request as it recorded it in ClickHouse (\`gateway_ns\` = total − wait on the provider, from request headers parsed to response written; p50 / p99 µs): ${recorded.join('; ')}. Unlike "added", it leaves out the kernel, the client and the machine's scheduling.`);
     out.push('');
   }
   if (r.ladder !== null) {

@@ -22,7 +22,7 @@ import { percentilesOf } from './histogram.js';
 import { PIN_LAYOUTS, affinityOf, findBinary, foreignCpuPct, pinPid, procTicks, sampleCpu, sleep, ticksPerSecond } from './procs.js';
 import type { CpuSample } from './procs.js';
 import type { Pinning } from './procs.js';
-import { chVersion, countCaptured } from './clickhouse.js';
+import { chVersion, countCaptured, recordedGatewayTime } from './clickhouse.js';
 import { nginxVersion } from './peers/nginx.js';
 import { portkeyVersion } from './peers/portkey.js';
 import { renderMarkdown } from './report.js';
@@ -422,6 +422,18 @@ class Runner {
           row.note = `capture incomplete: ${metrics}`;
         }
         this.gate('capture completeness', `${s.name}/sightline`, captured === row.sent, detail);
+        const ch = this.stack.ch;
+        if (ch !== undefined) {
+          try {
+            const g = await recordedGatewayTime(ch.url, CH_DATABASE, sightline.instance, team);
+            if (g !== undefined) {
+              row.recorded_gateway_p50_us = g.p50;
+              row.recorded_gateway_p99_us = g.p99;
+            }
+          } catch (e) {
+            log(`recorded gateway time: ${message(e)}`);
+          }
+        }
       }
       result.arms.push(row);
     }
