@@ -44,6 +44,26 @@ export async function recordedGatewayTime(chUrl: string, database: string, insta
   return { p50: Math.round(Number(m[1]) / 1000), p99: Math.round(Number(m[2]) / 1000) };
 }
 
+/** Sightline's stage names in request order (a public contract: docs/schema.md). */
+const STAGE_ORDER = ['ingress.read', 'parse', 'auth', 'route', 'translate.request', 'upstream.retry', 'upstream.connect', 'upstream.send', 'upstream.wait', 'upstream.stream', 'translate.response', 'egress.write'];
+
+/** p50 of each stage span (not the root, not attempts) over the same requests, in µs, in stage order. */
+export async function recordedStages(chUrl: string, database: string, instancePrefix: string, team: string): Promise<Record<string, number>> {
+  const out = await chQuery(
+    chUrl,
+    `SELECT name, round(quantileExact(0.5)(duration_ns) / 1000) AS p50 FROM ${checked(database)}.spans FINAL WHERE instance LIKE '${checked(instancePrefix)}-%' AND team = '${checked(team)}' AND is_root = 0 AND name != 'upstream.attempt' GROUP BY name FORMAT TabSeparated`,
+  );
+  const rows: [string, number][] = [];
+  for (const line of out.split('\n')) {
+    const [name, p50] = line.split('\t');
+    if (name !== undefined && name !== '' && p50 !== undefined) rows.push([name, Number(p50)]);
+  }
+  // In request order (the stage list of docs/schema.md); unknown names last.
+  const rank = (n: string): number => (STAGE_ORDER.includes(n) ? STAGE_ORDER.indexOf(n) : STAGE_ORDER.length);
+  rows.sort((x, y) => rank(x[0]) - rank(y[0]));
+  return Object.fromEntries(rows);
+}
+
 export async function chVersion(chUrl: string): Promise<string> {
   return chQuery(chUrl, 'SELECT version()');
 }

@@ -65,6 +65,8 @@ export interface ArmRow {
    */
   recorded_gateway_p50_us?: number;
   recorded_gateway_p99_us?: number;
+  /** Sightline: p50 of each stage span of this scenario's captured requests, µs (docs/schema.md). */
+  recorded_stage_p50_us?: Record<string, number>;
   blocks?: BlockRow[];
 }
 
@@ -204,6 +206,14 @@ export function renderMarkdown(r: RunResults): string {
   const recorded = r.scenarios.flatMap((s) => s.arms.filter((a) => a.recorded_gateway_p50_us !== undefined).map((a) => `${s.name} ${a.recorded_gateway_p50_us} / ${a.recorded_gateway_p99_us}`));
   if (recorded.length > 0) {
     out.push(`Sightline's own time per request as it recorded it in ClickHouse (\`gateway_ns\` = total − wait on the provider, from request headers parsed to response written; p50 / p99 µs): ${recorded.join('; ')}. Unlike "added", it leaves out the kernel, the client and the machine's scheduling.`);
+    out.push('');
+    for (const s of r.scenarios) {
+      for (const a of s.arms) {
+        const st = a.recorded_stage_p50_us;
+        if (st === undefined) continue;
+        out.push(`- ${s.name}, stage p50 µs: ${Object.entries(st).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+      }
+    }
     out.push('');
   }
   if (r.ladder !== null) {

@@ -22,7 +22,7 @@ import { percentilesOf } from './histogram.js';
 import { PIN_LAYOUTS, affinityOf, findBinary, foreignCpuPct, pinPid, procTicks, sampleCpu, sleep, ticksPerSecond } from './procs.js';
 import type { CpuSample } from './procs.js';
 import type { Pinning } from './procs.js';
-import { chVersion, countCaptured, recordedGatewayTime } from './clickhouse.js';
+import { chVersion, countCaptured, recordedGatewayTime, recordedStages } from './clickhouse.js';
 import { nginxVersion } from './peers/nginx.js';
 import { portkeyVersion } from './peers/portkey.js';
 import { renderMarkdown } from './report.js';
@@ -430,6 +430,7 @@ class Runner {
               row.recorded_gateway_p50_us = g.p50;
               row.recorded_gateway_p99_us = g.p99;
             }
+            row.recorded_stage_p50_us = await recordedStages(ch.url, CH_DATABASE, sightline.instance, team);
           } catch (e) {
             log(`recorded gateway time: ${message(e)}`);
           }
