@@ -71,6 +71,10 @@ const RUN_BOUND_MS = { quick: 15 * 60_000, full: 90 * 60_000 };
 const STALL_MS = 8_000;
 /** Once capture was seen stuck in this run, later waits stop after this long without progress. */
 const STALL_AGAIN_MS = 2_000;
+/** Ladder steps start once the proxies together use less than this (% of one core)... */
+const SETTLE_CPU_PCT = 10;
+/** ...or after this long. */
+const SETTLE_MAX_MS = 60_000;
 /** Per-request timeout for latency blocks. */
 const REQUEST_TIMEOUT_MS = 30_000;
 
@@ -132,6 +136,28 @@ class Runner {
     } catch (e) {
       return `metrics unavailable: ${message(e)}`;
     }
+  }
+
+  /**
+   * Waits (up to SETTLE_MAX_MS) until the proxy arms together use under SETTLE_CPU_PCT of a
+   * core over half a second, so that one arm's leftover work does not land in the next
+   * arm's step. Logs how long it waited when it had to.
+   */
+  async settle(scope: string): Promise<void> {
+    const pids = [...this.stack.arms.values()].filter((a) => a.name !== 'direct').flatMap((a) => a.pids());
+    const start = Date.now();
+    for (;;) {
+      const t0 = pids.reduce((a, p) => a + procTicks(p), 0);
+      await sleep(500);
+      const pct = ((pids.reduce((a, p) => a + procTicks(p), 0) - t0) / (0.5 * ticksPerSecond())) * 100;
+      if (pct < SETTLE_CPU_PCT) break;
+      if (Date.now() - start > SETTLE_MAX_MS) {
+        log(`${scope}: proxies still used ${pct.toFixed(0)} % of a core after ${SETTLE_MAX_MS / 1000} s; measuring anyway`);
+        return;
+      }
+    }
+    const waited = Date.now() - start;
+    if (waited > 1_000) log(`${scope}: waited ${(waited / 1000).toFixed(1)} s for the proxies to go quiet`);
   }
 
   /** Logs the tail of an arm's output once per scope when its requests fail. */
@@ -583,6 +609,10 @@ class Runner {
         const width = Math.min(connections, Math.ceil((rate * ladder.mock.latencyMs) / 1000));
         // A fresh mock (stack.ts Mock.restart: descriptors), then give the proxies a moment to
         // see their idle connections to the old one close.
+        // A proxy that fell behind in its own step can still be working through requests the
+        // driver gave up on, on the core the next arm is measured on (Portkey, seen at 3,500
+        // req/s): wait until every proxy is quiet first.
+        await this.settle(`${name}/${armName}`);
         await this.stack.mock.restart({ ...ladder.mock, latencyMs: 0 });
         await sleep(500);
         const warm = await this.driver.run({ ...spec, id: `${name}/${armName}/connect`, mode: { kind: 'concurrent', concurrency: width, requests: width }, maxDurationMs: 60_000 });
