@@ -1,8 +1,9 @@
 /**
  * The per-request record: a fixed-shape object whose fields the gateway writes as the
  * request moves through its stages. Recording a stage is writing `now()` into a field —
- * no await, no closure, no allocation (../shared/BRIEF.md, hot-path rule 1). Spans are
- * built from it only after the response has been sent (spans.ts).
+ * no await, no closure, no allocation (../shared/BRIEF.md, hot-path rule 1). It is
+ * serialised only after the response has been sent (wire.ts); the ingester builds the
+ * spans from it (spans.ts).
  *
  * Every field is declared here with its initial value so V8 gives all records one
  * hidden class.

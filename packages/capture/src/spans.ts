@@ -1,7 +1,8 @@
 /**
  * Turns a finished request (a WireRecord, wire.ts) into OpenTelemetry spans and a request
- * row, in the ingester, off the request path. Spans are made with @opentelemetry/sdk-trace-base (so they follow the
- * OTel data model: ids, kinds, status, attributes, HrTime) and the GenAI semantic
+ * row, in the ingester, off the request path. Spans are made with
+ * @opentelemetry/sdk-trace-base (so they follow the OTel data model: ids, kinds, status,
+ * attributes, HrTime) and the GenAI semantic
  * conventions (https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/), then
  * flattened into `spans` rows.
  *
@@ -76,7 +77,6 @@ function hrToNsString(t: HrTime): string {
   const frac = String(t[1]);
   return `${t[0]}${'000000000'.slice(frac.length)}${frac}`;
 }
-
 
 /** The marks stage intervals are made of (a RequestRecord or a WireRecord). */
 export type StageMarks = Pick<

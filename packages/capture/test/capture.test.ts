@@ -218,7 +218,7 @@ test('an incoming traceparent makes the root a child of the caller span', () => 
 });
 
 const cfg = (over: Partial<CaptureConfig> = {}): CaptureConfig => ({
-  enabled: true, batchMaxRequests: 10, batchMaxBytes: 512 * 1024, flushIntervalMs: 5, queueMaxRequests: 100, maxInFlight: 2, publishTimeoutMs: 1000, ...over,
+  enabled: true, batchMaxRequests: 10, batchMaxBytes: 512 * 1024, flushIntervalMs: 5, queueMaxRequests: 100, maxInFlight: 2, publishTimeoutMs: 1000, spoolDir: null, spoolMaxBytes: 1024 ** 3, ...over,
 });
 
 test('capture batches records and publishes each batch once with a message id', async () => {
@@ -285,9 +285,9 @@ test('batches stay under the byte bound, and a batch NATS refuses for good is dr
   };
   const cap = new Capture({ instance: 'gw-b', config: cfg({ batchMaxRequests: 1000, batchMaxBytes: 40 * 1024, maxInFlight: 1 }), publisher: pub });
   for (let i = 0; i < 60; i++) {
-    // ~1.9 KB records: 60 of them need three batches of at most 40 KiB.
+    // ~1.9 and ~2.9 KB records (a non-ASCII message: the bound counts bytes, not characters).
     const r = fullRecord();
-    r.errorMessage = 'e'.repeat(1000);
+    r.errorMessage = (i % 2 === 0 ? 'e' : 'é').repeat(1000);
     cap.record(r);
   }
   await cap.flush(5000);
