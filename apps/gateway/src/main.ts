@@ -69,8 +69,8 @@ async function runWorker(): Promise<void> {
   const natsUrl = process.env.NATS_URL;
   if (natsUrl === undefined || natsUrl === '') throw new Error('NATS_URL is required (e.g. nats://127.0.0.1:4222); `npm start` runs everything on one machine without it');
   const instance = instanceId('gw');
-  // Capture serialises finished records in this thread, after responses, in slices well
-  // under a millisecond (~6 µs a request); the ingester builds the spans (capture/src/wire.ts).
+  // Capture serialises each finished record in this thread once its response is over
+  // (~7 µs); the ingester builds the spans (capture/src/wire.ts).
   const publisher = new ResilientNatsPublisher(natsUrl, instance);
   const gw = await startGateway({ config, publisher, instance, captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', log });
   log(`listening on ${gw.url} (instance ${instance}, config ${config.file})`);

@@ -124,7 +124,7 @@ export class Capture implements CaptureSink {
 
   /**
    * Hands a finished request to capture. Never throws, never waits. The record is
-   * serialised here, once the response is over (~6 µs: wire.ts), and not kept: holding
+   * serialised here, once the response is over (~7 µs: wire.ts), and not kept: holding
    * records (and their response bytes) until a timer fires would carry them past young-
    * generation collections, and serialising them in bulk would hold up the requests that
    * arrive meanwhile.

@@ -3,7 +3,7 @@
  *
  * The gateway's share of capture is to copy a finished RequestRecord's marks and fields
  * into a plain object, read the token usage from the kept response tail, and serialise
- * it: ~6 µs and ~850 bytes per request. The ingester turns each record into the request
+ * it: ~7 µs and ~850 bytes per request. The ingester turns each record into the request
  * row and the OpenTelemetry spans (spans.ts) before writing them. Building the spans in
  * the gateway cost ~28 µs plus ~18 µs of JSON and ~6 KB per request on the core that
  * serves requests (docs/benchmarks.md); the ingester is off the request path and scales
