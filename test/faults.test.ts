@@ -98,16 +98,20 @@ async function assertExactlyOnce(instance: string, answered: LoadResult[]): Prom
 let gw: Gateway;
 let ing: { app: AppProcess; url: string };
 
+/** 16 s of load through the gateway; `server` is down from 3 s to 13 s of it. */
+async function loadThroughOutage(server: { stop(): Promise<unknown>; start(): Promise<unknown> }): Promise<LoadResult[]> {
+  const load = runLoad({ url: `${gw.url}/v1/chat/completions`, rps: 30, durationMs: 16_000 });
+  await delay(3000);
+  await server.stop();
+  await delay(10_000);
+  await server.start();
+  return load;
+}
+
 test('NATS stopped for 10 s under load: every request answered, every request captured once', async () => {
   gw = await startGateway('f-nats');
   ing = await startIngester();
-  const load = runLoad({ url: `${gw.url}/v1/chat/completions`, rps: 30, durationMs: 16_000 });
-  // The fault's schedule: down at 3 s, up 10 s later, while the load runs.
-  await delay(3000);
-  await nats.stop();
-  await delay(10_000);
-  await nats.start();
-  const results = await load;
+  const results = await loadThroughOutage(nats);
   assert.equal(results.filter((r) => r.status === 200).length, results.length, `non-200: ${JSON.stringify(results.find((r) => r.status !== 200))}`);
   assert.ok((await metric(gw.url, 'sightline_capture_spooled_total')) > 0, 'batches went through the spool');
   await assertExactlyOnce('f-nats', results);
@@ -116,12 +120,7 @@ test('NATS stopped for 10 s under load: every request answered, every request ca
 
 test('ClickHouse stopped for 10 s under load: nothing lost, nothing doubled', async () => {
   gw = await startGateway('f-ch');
-  const load = runLoad({ url: `${gw.url}/v1/chat/completions`, rps: 30, durationMs: 16_000 });
-  await delay(3000);
-  await ch.stop();
-  await delay(10_000);
-  await ch.start();
-  const results = await load;
+  const results = await loadThroughOutage(ch);
   assert.equal(results.filter((r) => r.status === 200).length, results.length);
   await assertExactlyOnce('f-ch', results);
   assert.ok((await metric(ing.url, 'sightline_ingest_write_failures_total')) > 0, 'the ingester saw the outage');

@@ -6,6 +6,8 @@
  * The two values put into the SQL are names this benchmark generated; they are checked against
  * a strict pattern instead of being escaped, so nothing else can reach the query.
  */
+import { STAGES } from '../../packages/core/src/rows.js';
+
 const SAFE = /^[a-z0-9-]+$/;
 
 function checked(value: string): string {
@@ -44,9 +46,6 @@ export async function recordedGatewayTime(chUrl: string, database: string, insta
   return { p50: Math.round(Number(m[1]) / 1000), p99: Math.round(Number(m[2]) / 1000) };
 }
 
-/** Sightline's stage names in request order (a public contract: docs/schema.md). */
-const STAGE_ORDER = ['ingress.read', 'parse', 'auth', 'route', 'translate.request', 'upstream.retry', 'upstream.connect', 'upstream.send', 'upstream.wait', 'upstream.stream', 'translate.response', 'egress.write'];
-
 /** p50 of each stage span (not the root, not attempts) over the same requests, in µs, in stage order. */
 export async function recordedStages(chUrl: string, database: string, instancePrefix: string, team: string): Promise<Record<string, number>> {
   const out = await chQuery(
@@ -59,7 +58,8 @@ export async function recordedStages(chUrl: string, database: string, instancePr
     if (name !== undefined && name !== '' && p50 !== undefined) rows.push([name, Number(p50)]);
   }
   // In request order (the stage list of docs/schema.md); unknown names last.
-  const rank = (n: string): number => (STAGE_ORDER.includes(n) ? STAGE_ORDER.indexOf(n) : STAGE_ORDER.length);
+  const order: readonly string[] = STAGES;
+  const rank = (n: string): number => (order.includes(n) ? order.indexOf(n) : order.length);
   rows.sort((x, y) => rank(x[0]) - rank(y[0]));
   return Object.fromEntries(rows);
 }

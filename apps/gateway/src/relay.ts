@@ -26,6 +26,7 @@ import {
   type OpenAIChatCompletion,
 } from '@sightline/translate';
 import type { Dialect } from '@sightline/capture';
+import { valueAfterKey } from '@sightline/core';
 
 export interface Relay {
   /**
@@ -67,21 +68,17 @@ export class ScrubErrorRelay implements Relay {
 }
 
 const USAGE_KEY = Buffer.from('"usage"');
-const SPACE = 0x20;
-const TAB = 0x09;
-const CR = 0x0d;
-const LF = 0x0a;
-const COLON = 0x3a;
-const BRACE = 0x7b;
 
-/** Whether the bytes hold `"usage"` followed by an object (not `null`): a usage chunk may be in them. */
+/**
+ * Whether the bytes hold the key `"usage"` with an object value (not `null`), or end
+ * before its value: a usage chunk may be in them.
+ */
 function mayHoldUsage(chunk: Buffer): boolean {
   let i = chunk.indexOf(USAGE_KEY);
   while (i !== -1) {
-    let j = i + USAGE_KEY.length;
-    while (j < chunk.length && (chunk[j] === SPACE || chunk[j] === TAB || chunk[j] === CR || chunk[j] === LF || chunk[j] === COLON)) j++;
-    if (j >= chunk.length || chunk[j] === BRACE) return true;
-    i = chunk.indexOf(USAGE_KEY, j);
+    const v = valueAfterKey(chunk, i + USAGE_KEY.length);
+    if (v === chunk.length || chunk[v] === 0x7b /* { */) return true;
+    i = chunk.indexOf(USAGE_KEY, i + USAGE_KEY.length);
   }
   return false;
 }

@@ -123,15 +123,9 @@ export class Ingester {
         continue;
       }
       if (msgs.length === 0) continue;
-      const p: Promise<void> = this.#process(msgs).then(
-        () => {
-          writing.delete(p);
-        },
-        (e: unknown) => {
-          writing.delete(p);
-          this.#log(`processing failed: ${(e as Error).message}`);
-        },
-      );
+      const p: Promise<void> = this.#process(msgs)
+        .catch((e: unknown) => this.#log(`processing failed: ${(e as Error).message}`))
+        .finally(() => writing.delete(p));
       writing.add(p);
     }
     await Promise.all(writing);

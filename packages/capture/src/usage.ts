@@ -3,6 +3,7 @@
  * Both OpenAI and Anthropic shapes, JSON and SSE. Tolerates a truncated middle (see
  * RESPONSE_KEEP_BYTES): only whole events are read.
  */
+import { valueAfterKey } from '@sightline/core';
 
 export interface Usage {
   responseModel: string;
@@ -109,16 +110,6 @@ const BACKSLASH = 0x5c;
 const MODEL_KEY = Buffer.from('"model"');
 const USAGE_KEY = Buffer.from('"usage"');
 
-/** Index after `key` and the colon that follows it (with whitespace), or -1. */
-function afterColon(buf: Buffer, at: number, keyLength: number): number {
-  let i = at + keyLength;
-  while (i < buf.length && (buf[i] === 0x20 || buf[i] === 0x09 || buf[i] === 0x0a || buf[i] === 0x0d)) i++;
-  if (buf[i] !== 0x3a /* : */) return -1;
-  i++;
-  while (i < buf.length && (buf[i] === 0x20 || buf[i] === 0x09 || buf[i] === 0x0a || buf[i] === 0x0d)) i++;
-  return i < buf.length ? i : -1;
-}
-
 /** End (exclusive) of the JSON string starting at the quote at `at`, or -1. */
 function stringEnd(buf: Buffer, at: number): number {
   for (let i = at + 1; i < buf.length; i++) {
@@ -153,7 +144,7 @@ function objectEnd(buf: Buffer, at: number): number {
 function jsonBody(u: Usage, buf: Buffer): void {
   const m = buf.indexOf(MODEL_KEY);
   if (m >= 0) {
-    const v = afterColon(buf, m, MODEL_KEY.length);
+    const v = valueAfterKey(buf, m + MODEL_KEY.length);
     if (v >= 0 && buf[v] === QUOTE_CHAR) {
       const e = stringEnd(buf, v);
       if (e > 0) {
@@ -168,7 +159,7 @@ function jsonBody(u: Usage, buf: Buffer): void {
   }
   const k = buf.lastIndexOf(USAGE_KEY);
   if (k < 0) return;
-  const v = afterColon(buf, k, USAGE_KEY.length);
+  const v = valueAfterKey(buf, k + USAGE_KEY.length);
   if (v < 0 || buf[v] !== 0x7b) return;
   const e = objectEnd(buf, v);
   if (e < 0) return;

@@ -4,3 +4,4 @@ export { now, markToUnixNano, markDiffNs, unixNanoNow } from './clock.js';
 export { STAGES, ATTEMPT_SPAN } from './rows.js';
 export type { StageName, SpanStatus, SpanRow, RequestRow, CaptureBatchV1, IngestBatchRow } from './rows.js';
 export { instanceId, onShutdown, envInt } from './process.js';
+export { valueAfterKey } from './json-bytes.js';
