@@ -1,0 +1,261 @@
+/**
+ * One latency scenario: probe each arm, then interleaved blocks (a direct control block,
+ * `rounds` rounds of one block per proxy arm in rotating order, a second direct control block),
+ * the floor (mean of the two control blocks) and one row per arm with its figures added over
+ * that floor. After each Sightline block, wait until ClickHouse holds a row for every request
+ * sent (the completeness check, which also keeps one arm's ingestion from running into the
+ * next arm's block).
+ */
+import type { Measured, RunContext } from './context.js';
+import { REQUEST_TIMEOUT_MS } from './context.js';
+import { recordedGatewayTime, recordedStages } from './clickhouse.js';
+import { blockGates, controlDrift, driftGate } from './gates.js';
+import { percentilesOf } from './histogram.js';
+import { log, message } from './log.js';
+import { foreignCpuPct } from './procs.js';
+import type { ArmRow, BlockRow, DirectControl, ScenarioResult } from './report.js';
+import { PROXY_ARMS, teamOf } from './scenarios.js';
+import type { ArmName, Scenario } from './scenarios.js';
+import { CH_DATABASE } from './stack.js';
+import type { Arm } from './stack.js';
+import { added, errorRate, meanPercentiles, rotate } from './stats.js';
+import type { Percentiles } from './stats.js';
+import type { BlockResult, BlockSpec, DriverMode } from './types.js';
+import { probe } from './warmup.js';
+
+export function describeMode(m: DriverMode): string {
+  switch (m.kind) {
+    case 'sequential':
+      return `sequential, ${m.requests} requests per block`;
+    case 'concurrent':
+      return `${m.concurrency} concurrent (closed loop), ${m.requests} requests per block`;
+    case 'open':
+      return `open loop ${m.rate} req/s for ${m.durationMs} ms`;
+  }
+}
+
+function spec(ctx: RunContext, arm: Arm, s: Scenario, id: string): BlockSpec {
+  return {
+    id,
+    request: ctx.template(arm, s.name, s),
+    mode: s.mode,
+    prewarm: s.prewarm,
+    prewarmMs: ctx.plan.prewarmMs,
+    maxDurationMs: ctx.plan.blockMaxMs,
+    timeoutMs: REQUEST_TIMEOUT_MS,
+    connections: s.connections,
+  };
+}
+
+function logBlock(m: Measured, what: string): void {
+  const p = percentilesOf([m.result.hist.total]);
+  const ttft = m.result.hist.ttft === undefined ? '' : `, ttft p50 ${percentilesOf([m.result.hist.ttft]).p50} µs`;
+  log(`${what}: p50 ${p.p50} µs, p99 ${p.p99} µs${ttft}, ${m.result.rps} req/s, ${m.result.sent} sent, ${m.result.errors} errors, mock saw ${m.mockRequests}/${m.result.attempted}`);
+}
+
+export async function scenario(ctx: RunContext, s: Scenario): Promise<ScenarioResult> {
+  log(`scenario ${s.name}: ${s.title}`);
+  await ctx.stack.mock.configure(s.mock);
+  const result: ScenarioResult = { name: s.name, title: s.title, driver: describeMode(s.mode), mock: { ...s.mock }, arms: [] };
+  const direct = ctx.arm('direct');
+  const sentTo = new Map<ArmName, number>();
+  const rows = new Map<ArmName, ArmRow>();
+
+  // Which arms take part.
+  const running: Arm[] = [];
+  for (const name of PROXY_ARMS) {
+    const arm = ctx.arm(name);
+    const na = s.notApplicable[name];
+    if (na !== undefined) {
+      rows.set(name, { arm: name, status: 'n/a', note: na });
+      continue;
+    }
+    if (arm.target === undefined) {
+      rows.set(name, { arm: name, status: 'not available', note: arm.reason });
+      continue;
+    }
+    const p = await probe(ctx, arm, s);
+    sentTo.set(name, p.attempted);
+    if (!p.supported) {
+      log(`${s.name} ${name}: unsupported (${p.note.slice(0, 160)})`);
+      rows.set(name, { arm: name, status: 'unsupported', note: p.note });
+      continue;
+    }
+    if (p.note !== '') rows.set(name, { arm: name, status: 'ok', note: p.note });
+    running.push(arm);
+  }
+
+  // Blocks: direct, rounds × rotated arms, direct.
+  const cpuStart = ctx.cpu();
+  const blocks = new Map<ArmName, Measured[]>();
+  const sightline = ctx.arm('sightline');
+  const team = teamOf(s.name);
+  const before = await ctx.measure(direct, spec(ctx, direct, s, `${s.name}/direct/before`));
+  logBlock(before, `${s.name} direct before`);
+  for (let round = 0; round < ctx.plan.rounds; round++) {
+    for (const arm of rotate(running, round)) {
+      const m = await ctx.measure(arm, spec(ctx, arm, s, `${s.name}/${arm.name}/r${round + 1}`));
+      logBlock(m, `${s.name} ${arm.name} r${round + 1}`);
+      const list = blocks.get(arm.name) ?? [];
+      list.push(m);
+      blocks.set(arm.name, list);
+      sentTo.set(arm.name, (sentTo.get(arm.name) ?? 0) + m.result.attempted);
+      if (arm.name === 'sightline' && sightline.instance !== undefined) {
+        const expected = sentTo.get('sightline') ?? 0;
+        const n = await ctx.waitCaptured(sightline.instance, team, expected);
+        if (n !== expected) log(`${s.name} sightline: ${n} of ${expected} captured after the deadline`);
+      }
+    }
+  }
+  const after = await ctx.measure(direct, spec(ctx, direct, s, `${s.name}/direct/after`));
+  logBlock(after, `${s.name} direct after`);
+  result.foreign_cpu_pct = foreignCpuPct(cpuStart, ctx.cpu());
+  log(`${s.name}: other tenants of the machine used ${result.foreign_cpu_pct} % of its CPU during the blocks`);
+
+  // The floor: mean of the two control blocks, per percentile.
+  const pb = percentilesOf([before.result.hist.total]);
+  const pa = percentilesOf([after.result.hist.total]);
+  const floor = meanPercentiles(pb, pa);
+  const ttftOf = (m: Measured): Percentiles | undefined => (m.result.hist.ttft === undefined ? undefined : percentilesOf([m.result.hist.ttft]));
+  const gapOf = (m: Measured): Percentiles | undefined => (m.result.hist.gap === undefined ? undefined : percentilesOf([m.result.hist.gap]));
+  const tb = ttftOf(before);
+  const ta = ttftOf(after);
+  const ttftFloor = tb !== undefined && ta !== undefined ? meanPercentiles(tb, ta) : undefined;
+  const gb = gapOf(before);
+  const ga = gapOf(after);
+  const gapFloor = gb !== undefined && ga !== undefined ? meanPercentiles(gb, ga) : undefined;
+  const control: DirectControl = {
+    before: { p50_us: pb.p50, p99_us: pb.p99 },
+    after: { p50_us: pa.p50, p99_us: pa.p99 },
+    p50_drift: controlDrift(pb.p50, pa.p50),
+  };
+  if (tb !== undefined && ta !== undefined) {
+    control.before.ttft_p50_us = tb.p50;
+    control.after.ttft_p50_us = ta.p50;
+  }
+  result.control = control;
+  ctx.record(driftGate(s.name, pb.p50, pa.p50));
+
+  const directRow = armRow('direct', [before, after], undefined, undefined, undefined);
+  // The direct row shows the floor itself (the mean), not the merged blocks.
+  Object.assign(directRow, { p50_us: floor.p50, p90_us: floor.p90, p99_us: floor.p99, p999_us: floor.p999 });
+  if (ttftFloor !== undefined) Object.assign(directRow, { ttft_p50_us: ttftFloor.p50, ttft_p99_us: ttftFloor.p99 });
+  if (gapFloor !== undefined) Object.assign(directRow, { gap_p50_us: gapFloor.p50, gap_p99_us: gapFloor.p99 });
+  result.arms.push(directRow);
+  ctx.record(...blockGates(s.name, 'direct', [before, after]));
+
+  for (const name of PROXY_ARMS) {
+    const measured = blocks.get(name);
+    const preset = rows.get(name);
+    if (measured === undefined) {
+      result.arms.push(preset ?? { arm: name, status: 'not available', note: 'no blocks ran' });
+      continue;
+    }
+    const row = armRow(name, measured, floor, ttftFloor, gapFloor);
+    if (preset?.note !== undefined) row.note = preset.note;
+    row.sent = sentTo.get(name) ?? 0;
+    ctx.record(...blockGates(s.name, name, measured));
+    if (name === 'sightline' && sightline.instance !== undefined) {
+      ctx.note(team, row.sent);
+      const captured = await ctx.waitCaptured(sightline.instance, team, row.sent);
+      row.captured = captured;
+      let detail = `${captured} rows in ${CH_DATABASE}.requests FINAL for ${row.sent} requests sent through the gateway`;
+      if (captured !== row.sent) {
+        const metrics = await ctx.captureMetrics(sightline);
+        detail += ` (gateway capture counters, cumulative: ${metrics})`;
+        row.note = `capture incomplete: ${metrics}`;
+      }
+      ctx.gate('capture completeness', `${s.name}/sightline`, captured === row.sent, detail);
+      const ch = ctx.stack.ch;
+      if (ch !== undefined) {
+        try {
+          const g = await recordedGatewayTime(ch.url, CH_DATABASE, sightline.instance, team);
+          if (g !== undefined) {
+            row.recorded_gateway_p50_us = g.p50;
+            row.recorded_gateway_p99_us = g.p99;
+          }
+          row.recorded_stage_p50_us = await recordedStages(ch.url, CH_DATABASE, sightline.instance, team);
+        } catch (e) {
+          log(`recorded gateway time: ${message(e)}`);
+        }
+      }
+    }
+    result.arms.push(row);
+  }
+  return result;
+}
+
+/** Aggregates an arm's blocks into its row; `floor` undefined for the direct arm itself. */
+function armRow(name: ArmName, measured: Measured[], floor: Percentiles | undefined, ttftFloor: Percentiles | undefined, gapFloor: Percentiles | undefined): ArmRow {
+  const results = measured.map((m) => m.result);
+  const total = percentilesOf(results.map((r) => r.hist.total));
+  const ttfb = percentilesOf(results.map((r) => r.hist.ttfb));
+  const sum = (f: (r: BlockResult) => number): number => results.reduce((acc, r) => acc + f(r), 0);
+  const okCount = sum((r) => r.ok);
+  const elapsed = sum((r) => r.elapsedMs);
+  const errors = sum((r) => r.errors);
+  const prewarmErrors = sum((r) => r.prewarmErrors);
+  const measuredCount = sum((r) => r.sent);
+  const kinds: Record<string, number> = {};
+  for (const r of results) for (const [k, v] of Object.entries(r.errorKinds)) kinds[k] = (kinds[k] ?? 0) + v;
+  const statuses: Record<string, number> = {};
+  for (const r of results) for (const [k, v] of Object.entries(r.statusCounts)) statuses[k] = (statuses[k] ?? 0) + v;
+  const samples = results.flatMap((r) => r.errorSamples).slice(0, 5);
+  const rss = measured.map((m) => m.rss).filter((v): v is number => v !== undefined);
+  const row: ArmRow = {
+    arm: name,
+    status: 'ok',
+    sent: sum((r) => r.attempted),
+    measured: measuredCount,
+    ok: okCount,
+    errors: errors + prewarmErrors,
+    error_rate: Math.round(errorRate(errors + prewarmErrors, sum((r) => r.attempted)) * 1e6) / 1e6,
+    p50_us: total.p50,
+    p90_us: total.p90,
+    p99_us: total.p99,
+    p999_us: total.p999,
+    max_us: total.max,
+    ttfb_p50_us: ttfb.p50,
+    ttfb_p99_us: ttfb.p99,
+    status_counts: statuses,
+    rps: elapsed > 0 ? Math.round((okCount / elapsed) * 1000) : 0,
+    blocks: measured.map(
+      (m): BlockRow => {
+        const p = percentilesOf([m.result.hist.total]);
+        return { id: m.result.id, p50_us: p.p50, p99_us: p.p99, rps: m.result.rps, errors: m.result.errors + m.result.prewarmErrors, attempted: m.result.attempted, mock_requests: m.mockRequests, truncated: m.result.truncated };
+      },
+    ),
+  };
+  if (total.count === 0) {
+    // Nothing succeeded: there is no latency to report, only errors.
+    for (const k of ['p50_us', 'p90_us', 'p99_us', 'p999_us', 'max_us', 'ttfb_p50_us', 'ttfb_p99_us'] as const) delete row[k];
+    floor = undefined;
+    ttftFloor = undefined;
+    gapFloor = undefined;
+  }
+  if (rss.length > 0) row.rss_mb = Math.max(...rss);
+  if (Object.keys(kinds).length > 0) row.error_kinds = kinds;
+  if (samples.length > 0) row.error_samples = samples;
+  if (floor !== undefined) {
+    row.added_p50_us = added(total.p50, floor.p50);
+    row.added_p99_us = added(total.p99, floor.p99);
+  }
+  const ttftHists = results.map((r) => r.hist.ttft).filter((h): h is string => h !== undefined);
+  if (ttftHists.length > 0 && total.count > 0) {
+    const t = percentilesOf(ttftHists);
+    row.ttft_p50_us = t.p50;
+    row.ttft_p99_us = t.p99;
+    if (ttftFloor !== undefined) {
+      row.added_ttft_p50_us = added(t.p50, ttftFloor.p50);
+      row.added_ttft_p99_us = added(t.p99, ttftFloor.p99);
+    }
+  }
+  const gapHists = results.map((r) => r.hist.gap).filter((h): h is string => h !== undefined);
+  if (gapHists.length > 0 && total.count > 0) {
+    const g = percentilesOf(gapHists);
+    row.gap_p50_us = g.p50;
+    row.gap_p99_us = g.p99;
+    if (gapFloor !== undefined) row.added_gap_p99_us = added(g.p99, gapFloor.p99);
+  }
+  return row;
+}

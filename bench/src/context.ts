@@ -1,0 +1,150 @@
+/**
+ * What every phase of a run shares (warmup.ts, blocks.ts, ladder.ts, run.ts): the plan, the
+ * started processes and the driver, the gates recorded so far, the requests sent per Sightline
+ * team, and the two primitives every phase measures with: one block against one arm
+ * (`measure`) and the wait for capture to catch up (`waitCaptured`).
+ */
+import type { DriverClient } from './driver-client.js';
+import { sampleCpu, sleep } from './procs.js';
+import type { CpuSample } from './procs.js';
+import { countCaptured } from './clickhouse.js';
+import type { Gate } from './report.js';
+import { template } from './scenarios.js';
+import type { ArmName, Plan, Scenario } from './scenarios.js';
+import { CH_DATABASE, sumRss } from './stack.js';
+import type { Arm, Stack } from './stack.js';
+import type { BlockResult, BlockSpec, RequestTemplate } from './types.js';
+import { log, message } from './log.js';
+
+/**
+ * A completeness wait stops early when the row count has not changed for this long: the
+ * gateway flushes every 50 ms and the ingester writes within ~1 s, so 8 s without a new row
+ * means capture is stuck, not slow.
+ */
+const STALL_MS = 8_000;
+/** Once capture was seen stuck in this run, later waits stop after this long without progress. */
+const STALL_AGAIN_MS = 2_000;
+/** Per-request timeout for latency blocks. */
+export const REQUEST_TIMEOUT_MS = 30_000;
+
+/** A block's outcome as the orchestrator keeps it. */
+export interface Measured {
+  result: BlockResult;
+  mockRequests: number;
+  rss: number | undefined;
+}
+
+export class RunContext {
+  readonly gates: Gate[] = [];
+  /** Set when a completeness wait gave up on a stalled count: later waits give up sooner. */
+  captureStuck = false;
+  /** Per Sightline-instance team: requests sent through the gateway (for the final recount). */
+  readonly sentByTeam = new Map<string, number>();
+  /** Scopes whose failures were already diagnosed (see `diagnose`). */
+  private readonly diagnosed = new Set<string>();
+
+  constructor(
+    readonly plan: Plan,
+    readonly stack: Stack,
+    readonly driver: DriverClient,
+  ) {}
+
+  /** CPU sample over every process of the run (orchestrator and driver included). */
+  cpu(): CpuSample {
+    return sampleCpu([process.pid, this.driver.pid ?? -1, ...this.stack.roles().map((r) => r.pid)]);
+  }
+
+  /** The gateway's capture counters (its /metrics), when a completeness check fails. */
+  async captureMetrics(arm: Arm): Promise<string> {
+    if (arm.target === undefined) return '';
+    try {
+      const text = await (await fetch(`${arm.target.origin}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
+      return text
+        .split('\n')
+        .filter((l) => l.startsWith('sightline_capture_'))
+        .map((l) => l.replace('sightline_capture_', ''))
+        .join(', ');
+    } catch (e) {
+      return `metrics unavailable: ${message(e)}`;
+    }
+  }
+
+  /** Logs the tail of an arm's output once per scope when its requests fail. */
+  diagnose(arm: Arm, scope: string, r: BlockResult): void {
+    if (r.errors + r.prewarmErrors === 0 || this.diagnosed.has(scope)) return;
+    this.diagnosed.add(scope);
+    const tail = arm.output().split('\n').filter((l) => l.trim() !== '').slice(-15).join('\n    ');
+    log(`${scope}: ${r.errors + r.prewarmErrors} failed requests (${Object.entries(r.errorKinds).map(([k, v]) => `${k} × ${v}`).join(', ')}); e.g. ${r.errorSamples[0] ?? ''}${tail === '' ? '' : `\n  ${arm.name} output:\n    ${tail}`}`);
+  }
+
+  arm(name: ArmName): Arm {
+    const a = this.stack.arms.get(name);
+    if (a === undefined) throw new Error(`arm ${name} was never set up`);
+    return a;
+  }
+
+  gate(name: string, scope: string, passed: boolean, detail: string): void {
+    this.record({ name, scope, passed, detail });
+  }
+
+  /** Keeps gates built elsewhere (gates.ts), in order; a failed one is logged at once. */
+  record(...gates: Gate[]): void {
+    for (const g of gates) {
+      this.gates.push(g);
+      if (!g.passed) log(`GATE FAILED ${g.name} (${g.scope}): ${g.detail}`);
+    }
+  }
+
+  /** Runs one block against `arm` with fresh mock counters, then reads them and the arm's RSS. */
+  async measure(arm: Arm, spec: BlockSpec): Promise<Measured> {
+    await this.stack.mock.reset();
+    const result = await this.driver.run(spec);
+    // Every answer is in, so the mock has seen every request that reached it.
+    const stats = await this.stack.mock.stats();
+    this.diagnose(arm, spec.id.split('/').slice(0, 2).join('/'), result);
+    return { result, mockRequests: stats.requests, rss: sumRss(arm.pids()) };
+  }
+
+  /**
+   * Waits until ClickHouse holds `expected` rows for the Sightline instance and `team`; gives up
+   * at the plan's deadline, or earlier when the count has not moved for STALL_MS (capture is
+   * then stuck, and waiting longer would only stretch the run). Returns the last count seen.
+   */
+  async waitCaptured(instance: string, team: string, expected: number, deadlineMs = this.plan.captureDeadlineMs): Promise<number> {
+    const ch = this.stack.ch;
+    if (ch === undefined) return 0;
+    const deadline = Date.now() + deadlineMs;
+    let n = -1;
+    let changed = Date.now();
+    for (;;) {
+      let next = n;
+      try {
+        next = await countCaptured(ch.url, CH_DATABASE, instance, team);
+      } catch (e) {
+        log(`clickhouse count failed: ${message(e)}`);
+      }
+      if (next !== n) {
+        n = next;
+        changed = Date.now();
+      }
+      // More than expected would mean a request counted twice: stop waiting, the gate reports it.
+      if (n >= expected || Date.now() > deadline) return n;
+      if (Date.now() - changed > (this.captureStuck ? STALL_AGAIN_MS : STALL_MS)) {
+        this.captureStuck = true;
+        return n;
+      }
+      await sleep(200);
+    }
+  }
+
+  template(arm: Arm, scenarioName: string, s: Pick<Scenario, 'request' | 'directRequest' | 'portkeyProvider'>): RequestTemplate {
+    const target = arm.target;
+    if (target === undefined) throw new Error(`arm ${arm.name} has no target`);
+    return template(arm.name, target, scenarioName, s.request, s.directRequest, s.portkeyProvider);
+  }
+
+  /** Counts requests sent through the capturing gateway under `team`. */
+  note(team: string, n: number): void {
+    this.sentByTeam.set(team, (this.sentByTeam.get(team) ?? 0) + n);
+  }
+}

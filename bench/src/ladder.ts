@@ -1,0 +1,128 @@
+/**
+ * The open-loop rate ladder against a slow mock (1,500 ms by default): per rate, the direct
+ * floor then every proxy arm in rotating order, each step over pre-opened connections, after
+ * the proxies went quiet (settle.ts). An arm that collapsed skips the higher rates.
+ */
+import type { RunContext } from './context.js';
+import { OPEN_LOOP_MAX_IN_FLIGHT } from './driver.js';
+import { ladderFloorGates } from './gates.js';
+import { percentilesOf } from './histogram.js';
+import { log } from './log.js';
+import { foreignCpuPct, procTicks, sleep, ticksPerSecond } from './procs.js';
+import type { LadderArm, LadderStep, RunResults } from './report.js';
+import { ARMS, PROXY_ARMS, teamOf } from './scenarios.js';
+import type { ArmName } from './scenarios.js';
+import { settle } from './settle.js';
+import { added, rotate } from './stats.js';
+import type { BlockSpec } from './types.js';
+
+export async function ladder(ctx: RunContext): Promise<NonNullable<RunResults['ladder']>> {
+  const { ladder } = ctx.plan;
+  log(`ladder: ${ladder.rates.join(', ')} req/s, ${ladder.stepMs} ms each, mock latency ${ladder.mock.latencyMs} ms`);
+  await ctx.stack.mock.configure(ladder.mock);
+  const arms = new Map<ArmName, LadderArm>();
+  for (const name of ARMS) {
+    const arm = ctx.arm(name);
+    arms.set(name, arm.target === undefined ? { arm: name, status: 'not available', note: arm.reason, steps: [], max_ok_rate: null } : { arm: name, status: 'ok', steps: [], max_ok_rate: null });
+  }
+  const given = { request: ladder.request, portkeyProvider: 'openai' as const };
+  const sightline = ctx.arm('sightline');
+  /** Arms that collapsed (more than half the requests failed) skip the higher rates. */
+  const collapsed = new Set<ArmName>();
+  const cpuStart = ctx.cpu();
+  for (const [i, rate] of ladder.rates.entries()) {
+    const name = `ladder-${rate}`;
+    const proxies = rotate(PROXY_ARMS.filter((a) => ctx.arm(a).target !== undefined), i);
+    let directP99: number | undefined;
+    for (const armName of ['direct' as const, ...proxies]) {
+      const row = arms.get(armName);
+      if (row === undefined) continue;
+      if (collapsed.has(armName)) {
+        row.note = `skipped from ${rate} req/s: collapsed at a lower rate`;
+        continue;
+      }
+      const arm = ctx.arm(armName);
+      // Enough connections for every request in flight (rate × latency) plus slack.
+      const connections = Math.min(OPEN_LOOP_MAX_IN_FLIGHT, Math.ceil((rate * ladder.mock.latencyMs * 1.2) / 1000) + 64);
+      const spec: BlockSpec = {
+        id: `${name}/${armName}`,
+        request: ctx.template(arm, name, given),
+        mode: { kind: 'open', rate, durationMs: ladder.stepMs },
+        prewarm: 0,
+        prewarmMs: 0,
+        // Sending time, plus the mock's latency, plus 20 s for a backlog to drain.
+        maxDurationMs: ladder.stepMs + ladder.mock.latencyMs + 20_000,
+        timeoutMs: 20_000,
+        connections,
+      };
+      // Open the step's connections first, as a load generator with keep-alive does (wrk
+      // connects before it measures): with the mock answering at once, a closed-loop burst as
+      // wide as the expected number of requests in flight leaves that many kept-alive
+      // connections in the driver's pool (and behind the proxy). The step then measures
+      // 5,000 req/s over warm connections, not a storm of 7,500 TCP handshakes.
+      const width = Math.min(connections, Math.ceil((rate * ladder.mock.latencyMs) / 1000));
+      // A fresh mock (stack.ts Mock.restart: descriptors), then give the proxies a moment to
+      // see their idle connections to the old one close.
+      // A proxy that fell behind in its own step can still be working through requests the
+      // driver gave up on, on the core the next arm is measured on (Portkey, seen at 3,500
+      // req/s): wait until every proxy is quiet first.
+      await settle(proxyPids(ctx), `${name}/${armName}`);
+      await ctx.stack.mock.restart({ ...ladder.mock, latencyMs: 0 });
+      await sleep(500);
+      const warm = await ctx.driver.run({ ...spec, id: `${name}/${armName}/connect`, mode: { kind: 'concurrent', concurrency: width, requests: width }, maxDurationMs: 60_000 });
+      await ctx.stack.mock.configure(ladder.mock);
+      if (armName === 'sightline') ctx.note(teamOf(name), warm.attempted);
+      // CPU used during the step by the driver, the mock and the proxy under test: which of
+      // them ran out of core first says whether the step measured the proxy or the rig.
+      const who = { driver: [ctx.driver.pid ?? -1], mock: [ctx.stack.mock.proc.pid], proxy: armName === 'direct' ? [] : arm.pids() };
+      const ticks = (pids: number[]): number => pids.reduce((a, p) => a + procTicks(p), 0);
+      const before = { driver: ticks(who.driver), mock: ticks(who.mock), proxy: ticks(who.proxy), t: Date.now() };
+      const m = await ctx.measure(arm, spec);
+      const secs = ((Date.now() - before.t) / 1000) * ticksPerSecond();
+      const pct = (now: number, then: number): number => Math.round(((now - then) / secs) * 100);
+      const cpu = { driver: pct(ticks(who.driver), before.driver), mock: pct(ticks(who.mock), before.mock), proxy: pct(ticks(who.proxy), before.proxy) };
+      // Thousands of sockets: close them before the next arm's step.
+      await ctx.driver.release(spec.request.origin);
+      const p = percentilesOf([m.result.hist.total]);
+      if (armName === 'direct') directP99 = p.p99;
+      const step: LadderStep = {
+        rate,
+        sent: m.result.sent,
+        ok: m.result.ok,
+        errors: m.result.errors,
+        error_kinds: m.result.errorKinds,
+        p50_us: p.p50,
+        p99_us: p.p99,
+        achieved_rps: m.result.rps,
+        max_send_lag_us: m.result.maxSendLagUs,
+        answered_all: m.result.errors === 0 && m.result.ok === m.result.sent,
+        mock_requests: m.mockRequests,
+        cpu_pct: armName === 'direct' ? { driver: cpu.driver, mock: cpu.mock } : cpu,
+      };
+      if (armName !== 'direct' && directP99 !== undefined) step.added_p99_us = added(p.p99, directP99);
+      if (m.rss !== undefined) step.rss_mb = m.rss;
+      let passed = step.answered_all;
+      if (armName === 'sightline' && sightline.instance !== undefined) {
+        ctx.note(teamOf(name), m.result.attempted);
+        // The connection burst went through the gateway too, under the same team.
+        const expected = m.result.attempted + warm.attempted;
+        step.captured = await ctx.waitCaptured(sightline.instance, teamOf(name), expected);
+        step.capture_expected = expected;
+        passed = passed && step.captured === expected;
+      }
+      log(
+        `${name} ${armName}: ${step.ok}/${step.sent} answered, p50 ${(p.p50 / 1000).toFixed(1)} ms, p99 ${(p.p99 / 1000).toFixed(1)} ms, send lag max ${(step.max_send_lag_us / 1000).toFixed(1)} ms, CPU % driver ${cpu.driver} mock ${cpu.mock}${armName === 'direct' ? '' : ` proxy ${cpu.proxy}`}${step.captured === undefined ? '' : `, captured ${step.captured}`}`,
+      );
+      row.steps.push(step);
+      if (passed) row.max_ok_rate = Math.max(row.max_ok_rate ?? 0, rate);
+      if (m.result.errors > m.result.sent / 2) collapsed.add(armName);
+    }
+  }
+  ctx.record(...ladderFloorGates(arms.get('direct')?.steps ?? []));
+  return { mock_latency_ms: ladder.mock.latencyMs, step_ms: ladder.stepMs, rates: ladder.rates, foreign_cpu_pct: foreignCpuPct(cpuStart, ctx.cpu()), arms: ARMS.map((a) => arms.get(a)).filter((a): a is LadderArm => a !== undefined) };
+}
+
+/** Every process of the proxy arms (not the mock behind `direct`): what settle() watches. */
+function proxyPids(ctx: RunContext): number[] {
+  return [...ctx.stack.arms.values()].filter((a) => a.name !== 'direct').flatMap((a) => a.pids());
+}
