@@ -17,6 +17,9 @@
 import { createServer } from 'node:http';
 import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
 import { randomFillSync } from 'node:crypto';
+import { sendFault, type MockFault } from './faults.js';
+
+export type { MockFault } from './faults.js';
 
 export interface MockOptions {
   /** Default '127.0.0.1'. */
@@ -71,6 +74,8 @@ export interface MockServer {
   lastRequests(): RecordedRequest[];
   /** The next `count` provider requests fail with `status` (dialect error body), then normal service resumes. */
   failNext(count: number, status: number): void;
+  /** The next `count` provider requests get `fault` (bench/mock/faults.ts), then normal service resumes. */
+  misbehaveNext(count: number, fault: MockFault): void;
   /** Close the server, destroying open sockets; resolves when closed. */
   close(): Promise<void>;
 }
@@ -613,6 +618,13 @@ export async function startMock(opts: MockOptions = {}): Promise<MockServer> {
     failStatus = status;
   };
 
+  let faultQueue = 0;
+  let fault: MockFault | null = null;
+  const misbehaveNext = (count: number, next: MockFault): void => {
+    faultQueue = count;
+    fault = next;
+  };
+
   const configure = (next: Partial<MockOptions>): void => {
     if (next.host !== undefined && next.host !== host) throw new Error('mock: host cannot be changed at runtime');
     if (next.port !== undefined && next.port !== requestedPort && next.port !== actualPort) {
@@ -652,6 +664,11 @@ export async function startMock(opts: MockOptions = {}): Promise<MockServer> {
       const parsed = parseJson(raw);
       record(req, parsed.ok ? parsed.value : raw);
       const { forcedError, status } = ex.plan;
+      if (faultQueue > 0 && fault !== null) {
+        faultQueue--;
+        sendFault(res, fault);
+        return;
+      }
       if (failQueue > 0) {
         failQueue--;
         const injected = failStatus;
@@ -778,6 +795,7 @@ export async function startMock(opts: MockOptions = {}): Promise<MockServer> {
     reset,
     configure,
     failNext,
+    misbehaveNext,
     lastRequests: () => recorded.slice(),
     close: () => {
       closing ??= new Promise<void>((resolve) => {

@@ -55,21 +55,29 @@ const KINDS: Record<GatewayErrorCode, ErrorKind> = {
   internal_error: { status: 500, openai: 'api_error', anthropic: 'api_error', stage: null },
 };
 
+export interface GatewayErrorOptions {
+  cause?: unknown;
+  /** The stage the request failed in, when it is not the code's usual one (KINDS). */
+  stage?: StageName;
+}
+
 export class GatewayError extends Error {
   readonly status: number;
+  readonly #stage: StageName | null;
   constructor(
     readonly code: GatewayErrorCode,
     message: string,
     readonly param: string | null = null,
-    options?: { cause?: unknown },
+    options?: GatewayErrorOptions,
   ) {
-    super(message, options);
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'GatewayError';
     this.status = KINDS[code].status;
+    this.#stage = options?.stage ?? KINDS[code].stage;
   }
 
   get stage(): StageName | null {
-    return KINDS[this.code].stage;
+    return this.#stage;
   }
 }
 
@@ -82,4 +90,16 @@ export function errorBody(err: GatewayError, dialect: Dialect): string {
     return JSON.stringify({ type: 'error', error: { type: k.anthropic, message } });
   }
   return JSON.stringify({ error: { message: err.message, type: k.openai, param: err.param, code: err.code } });
+}
+
+/**
+ * The last event of a stream that fails after it started, in the client's dialect: the
+ * status line is gone, so the error travels as an event the official SDKs raise.
+ * Anthropic: an `error` event (https://docs.anthropic.com/en/api/messages-streaming#error-events).
+ * OpenAI: a `data:` line holding `{"error":{…}}`, which the openai SDKs raise as an APIError.
+ */
+export function streamErrorEvent(err: GatewayError, dialect: Dialect): string {
+  const k = KINDS[err.code];
+  if (dialect === 'anthropic') return `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: k.anthropic, message: err.message } })}\n\n`;
+  return `data: ${JSON.stringify({ error: { message: err.message, type: k.openai, param: err.param, code: err.code } })}\n\n`;
 }

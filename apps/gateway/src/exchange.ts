@@ -11,12 +11,13 @@
  * - Each target's breaker hears of provider failures only; a 4xx never counts.
  * Every attempt is recorded, and becomes its own span.
  */
-import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import type { OutgoingHttpHeaders } from 'node:http';
 import { now, type StageName } from '@sightline/core';
 import { hasTokenDelta, keepResponseChunk, type RequestRecord } from '@sightline/capture';
-import { GatewayError } from './errors.js';
+import { isTranslationError } from '@sightline/translate';
+import { GatewayError, streamErrorEvent } from './errors.js';
 import type { PreparedRoute, Target } from './providers.js';
-import { passthroughRelay, ScrubErrorRelay, UsageStripRelay, type Relay } from './relay.js';
+import { chooseRelay, type Relay, type RelayLimits, type RelayPlan } from './relay.js';
 import { errorCode, UpstreamAttempt, type AttemptOwner } from './upstream.js';
 
 /** The parts of a server response (HTTP/1.1 or HTTP/2 compatibility API) the relay uses. */
@@ -34,7 +35,8 @@ export interface PreparedRequest {
   path: string;
   headers: Record<string, string>;
   body: Buffer;
-  relay: Relay;
+  /** What the response needs; the relay itself is chosen when the status is known. */
+  relay: RelayPlan;
   upstreamModel: string;
 }
 
@@ -70,7 +72,12 @@ export class Exchange implements AttemptOwner {
   #attempt: UpstreamAttempt | null = null;
   #target: Target | null = null;
   #attemptStart = 0;
+  #plan: RelayPlan | null = null;
   #relay: Relay | null = null;
+  /** The client's status and headers, kept until the end when the relay holds the body. */
+  #held: { status: number; headers: OutgoingHttpHeaders } | null = null;
+  /** The current attempt has been counted as a failure by its target's breaker. */
+  #failureCounted = false;
   #committed = false;
   /** The current attempt's response is being read and dropped (it will be retried). */
   #discarding = false;
@@ -89,6 +96,7 @@ export class Exchange implements AttemptOwner {
     readonly order: Target[],
     readonly prepare: Prepare,
     readonly fail: Fail,
+    readonly limits: RelayLimits,
   ) {}
 
   start(): void {
@@ -149,8 +157,9 @@ export class Exchange implements AttemptOwner {
     }
     this.#attemptStart = t;
     this.#target = target;
-    this.#relay = prepared.relay;
+    this.#plan = prepared.relay;
     this.#discarding = false;
+    this.#failureCounted = false;
     rec.provider = target.upstream.config.name;
     rec.upstreamModel = prepared.upstreamModel;
     rec.upstreamHost = target.upstream.config.origin;
@@ -173,10 +182,9 @@ export class Exchange implements AttemptOwner {
     rec.tFirstByte = now();
     rec.upstreamStatus = status;
     if (a.newConnection) rec.newConnection = true;
-    const breaker = this.#target!.breaker;
-    if (status >= 500) breaker.failure(Date.now());
-    else if (status === 429) breaker.release();
-    else breaker.success();
+    if (status >= 500) this.#providerFailure();
+    else if (status === 429) this.#target!.breaker.release();
+    else this.#target!.breaker.success();
 
     if (retryableStatus(status) && this.#hasNext(status === 429 ? 'rate_limited' : 'provider')) {
       this.#discarding = true;
@@ -191,10 +199,12 @@ export class Exchange implements AttemptOwner {
       const name = raw[i]!.toString('latin1').toLowerCase();
       if (passes(name)) headers[name] = raw[i + 1]!.toString('latin1');
     }
-    if (status >= 400 && (this.#relay === passthroughRelay || this.#relay instanceof UsageStripRelay)) this.#relay = new ScrubErrorRelay();
-    const head = this.#relay!.head(status, headers);
+    const relay = chooseRelay(this.#plan!, status, this.limits);
+    this.#relay = relay;
+    const head = relay.head(status, headers);
     rec.status = head.status;
-    this.res.writeHead(head.status, head.headers);
+    if (relay.holds) this.#held = head;
+    else this.res.writeHead(head.status, head.headers);
   }
 
   attemptData(a: UpstreamAttempt, chunk: Buffer): boolean {
@@ -207,9 +217,8 @@ export class Exchange implements AttemptOwner {
     try {
       out = this.#relay!.data(chunk);
     } catch (e) {
-      // The provider sent what cannot be translated: cut the response, record why.
       a.abort(e as Error);
-      this.#cut('translate.response', 'translation_failed', `could not translate the provider's response: ${(e as Error).message}`);
+      this.#relayFailed(e);
       return false;
     }
     if (out === null || out.length === 0) return true;
@@ -229,9 +238,21 @@ export class Exchange implements AttemptOwner {
       return;
     }
     rec.tLastByte = now();
+    let out: Buffer | string | null;
+    try {
+      out = this.#relay!.end();
+    } catch (e) {
+      this.#relayFailed(e);
+      return;
+    }
     this.#finished = true;
     this.#clearTimers();
-    const out = this.#relay!.end();
+    const held = this.#held;
+    if (held !== null) {
+      const body = out ?? '';
+      held.headers['content-length'] = Buffer.byteLength(body);
+      this.res.writeHead(held.status, held.headers);
+    }
     if (out !== null && out.length > 0) {
       if (rec.tFirstWrite === 0) rec.tFirstWrite = now();
       rec.tEnd = now();
@@ -242,25 +263,65 @@ export class Exchange implements AttemptOwner {
     }
   }
 
+  /**
+   * The relay could not go on: the provider sent more than a bound allows, or what cannot be
+   * translated. Both are the provider's fault (502 upstream_error). A relay that holds has
+   * written nothing: the client gets a clean error. A streaming relay has written whole
+   * events only: the stream ends with an error event in the client's dialect.
+   */
+  #relayFailed(e: unknown): void {
+    const tooLarge = isTranslationError(e) && e.code === 'upstream_too_large';
+    const message = tooLarge ? (e as Error).message : `could not translate the provider's response: ${(e as Error).message}`;
+    const err = new GatewayError('upstream_error', message, null, { cause: e, stage: tooLarge ? 'upstream.stream' : 'translate.response' });
+    if (this.#held !== null) {
+      this.#finish(err);
+      return;
+    }
+    const rec = this.rec;
+    this.#finished = true;
+    this.#clearTimers();
+    rec.failedStage = err.stage;
+    rec.partial = true;
+    rec.errorType = err.code;
+    rec.errorMessage = err.message;
+    rec.tEnd = now();
+    if (rec.tFirstWrite === 0) rec.tFirstWrite = rec.tEnd;
+    this.res.end(streamErrorEvent(err, rec.dialect));
+  }
+
+  /** Counts the current attempt against its target's breaker, once. */
+  #providerFailure(): void {
+    if (this.#failureCounted) return;
+    this.#failureCounted = true;
+    this.#target!.breaker.failure(Date.now());
+  }
+
   attemptError(a: UpstreamAttempt, err: Error): void {
     if (a !== this.#attempt || this.#finished) return;
     const rec = this.rec;
     const code = errorCode(err);
-    this.#target!.breaker.failure(Date.now());
+    this.#providerFailure();
     if (this.#committed) {
+      const type = code === 'UND_ERR_BODY_TIMEOUT' ? 'upstream_idle_timeout' : 'upstream_error';
+      const message = `upstream response failed: ${code === '' ? err.message : code}`;
+      if (this.#held !== null) {
+        // Nothing was written yet: a clean error.
+        this.#finish(new GatewayError('upstream_error', message, null, { cause: err, stage: 'upstream.stream' }));
+        return;
+      }
       // The status line is gone: the client sees the response cut short.
-      this.#cut('upstream.stream', code === 'UND_ERR_BODY_TIMEOUT' ? 'upstream_idle_timeout' : 'upstream_error', `upstream response failed: ${code === '' ? err.message : code}`);
+      this.#cut('upstream.stream', type, message);
       return;
     }
-    const ge = upstreamError(err, rec);
     if (this.#discarding) {
+      // A retryable status whose body then failed: the attempt already failed at its status.
       this.#failedAttempt(rec.upstreamStatus, this.#lastError!);
       this.#next(rec.upstreamStatus === 429 ? 'rate_limited' : 'provider');
       return;
     }
+    const ge = upstreamError(err, rec);
     this.#lastError = ge;
     if (this.#hasNext('provider')) {
-      rec.failedStage = null; // the request goes on; only the attempt failed
       this.#failedAttempt(0, ge);
       this.#next('provider');
       return;
@@ -315,11 +376,15 @@ export class Exchange implements AttemptOwner {
     const rec = this.rec;
     const err = new GatewayError('upstream_timeout', `no complete answer within the route's ${this.route.config.timeoutMs} ms`);
     // Blame the target only if an attempt was in flight, not while waiting to retry.
-    if (this.#timer === null && this.#attempt !== null && !this.#attempt.done) this.#target?.breaker.failure(Date.now());
+    if (this.#timer === null && this.#attempt !== null && !this.#attempt.done) this.#providerFailure();
     else this.#target?.breaker.release();
     this.#attempt?.abort(err);
-    if (this.#committed) {
+    if (this.#committed && this.#held === null) {
       this.#cut('upstream.stream', err.code, err.message);
+      return;
+    }
+    if (this.#committed) {
+      this.#finish(new GatewayError('upstream_timeout', err.message, null, { stage: 'upstream.stream' }));
       return;
     }
     if (rec.tSent === 0) rec.failedStage = rec.tConnected === 0 ? 'upstream.connect' : 'upstream.send';
@@ -358,19 +423,19 @@ export class Exchange implements AttemptOwner {
   }
 }
 
-/** Maps an undici failure before the response started to a client-facing error. */
-function upstreamError(err: Error, rec: RequestRecord): GatewayError {
+/**
+ * Maps an undici failure before the response started to a client-facing error and the stage
+ * it failed in. Pure: the record is read, never written; the stage becomes the request's
+ * failed stage only if the request ends with this error (a retry may still succeed).
+ */
+export function upstreamError(err: Error, rec: Pick<RequestRecord, 'provider' | 'tConnected' | 'tSent'>): GatewayError {
   const code = errorCode(err);
   if (code === 'UND_ERR_HEADERS_TIMEOUT') {
-    rec.failedStage = 'upstream.wait';
-    return new GatewayError('upstream_timeout', `provider ${rec.provider} did not answer in time`, null, { cause: err });
+    return new GatewayError('upstream_timeout', `provider ${rec.provider} did not answer in time`, null, { cause: err, stage: 'upstream.wait' });
   }
   if (code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EHOSTUNREACH' || rec.tConnected === 0) {
-    rec.failedStage = 'upstream.connect';
-    return new GatewayError('upstream_unreachable', `cannot reach provider ${rec.provider} (${code === '' ? err.message : code})`, null, { cause: err });
+    return new GatewayError('upstream_unreachable', `cannot reach provider ${rec.provider} (${code === '' ? err.message : code})`, null, { cause: err, stage: 'upstream.connect' });
   }
-  rec.failedStage = rec.tSent === 0 ? 'upstream.send' : 'upstream.wait';
-  return new GatewayError('upstream_error', `provider ${rec.provider} failed: ${code === '' ? err.message : code}`, null, { cause: err });
+  const stage = rec.tSent === 0 ? 'upstream.send' : 'upstream.wait';
+  return new GatewayError('upstream_error', `provider ${rec.provider} failed: ${code === '' ? err.message : code}`, null, { cause: err, stage });
 }
-
-export type { IncomingHttpHeaders };

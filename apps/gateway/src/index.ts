@@ -1,5 +1,4 @@
 export { buildGateway } from './server.js';
-export type { GatewayOptions } from './server.js';
 export { GatewayError, errorBody } from './errors.js';
 export { GatewayCore } from './server.js';
 export type { GatewayErrorCode } from './errors.js';

@@ -34,6 +34,7 @@ class Histogram {
 
 export class Metrics {
   readonly #byStatus = new Map<string, number>();
+  readonly #byError = new Map<string, number>();
   readonly #total = new Histogram();
   readonly #gateway = new Histogram();
   aborted = 0;
@@ -47,6 +48,7 @@ export class Metrics {
     const cls = r.status === 0 ? 'unknown' : `${Math.floor(r.status / 100)}xx`;
     this.#byStatus.set(cls, (this.#byStatus.get(cls) ?? 0) + 1);
     if (r.aborted) this.aborted++;
+    if (r.errorType !== '') this.#byError.set(r.errorType, (this.#byError.get(r.errorType) ?? 0) + 1);
     const total = markDiffNs(r.t0, r.tFinish);
     const upstream = r.tSent > 0 && r.tFirstByte > 0 ? markDiffNs(r.tSent, r.tLastByte > 0 ? r.tLastByte : r.tFinish) : 0;
     this.#total.observe(total / 1e9);
@@ -56,6 +58,8 @@ export class Metrics {
   render(): string {
     let out = '# HELP sightline_gateway_requests_total Requests served, by status class.\n# TYPE sightline_gateway_requests_total counter\n';
     for (const [cls, n] of this.#byStatus) out += `sightline_gateway_requests_total{status="${cls}"} ${n}\n`;
+    out += '# HELP sightline_gateway_errors_total Requests that failed, by error type (the `error_type` column).\n# TYPE sightline_gateway_errors_total counter\n';
+    for (const [type, n] of this.#byError) out += `sightline_gateway_errors_total{type="${type}"} ${n}\n`;
     out += `# HELP sightline_gateway_requests_aborted_total Requests whose client went away first.\n# TYPE sightline_gateway_requests_aborted_total counter\nsightline_gateway_requests_aborted_total ${this.aborted}\n`;
     out += this.#total.render('sightline_gateway_request_duration_seconds', 'Time from request headers to the end of the response.');
     out += this.#gateway.render('sightline_gateway_own_duration_seconds', 'Request time minus time waiting on the provider.');

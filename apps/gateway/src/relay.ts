@@ -1,20 +1,29 @@
 /**
  * How an upstream response reaches the client. A relay sees the provider's status,
- * headers and body chunks and says what to write.
+ * headers and body chunks and says what to write. `chooseRelay` is the one place that
+ * picks a relay, from the request's plan and the provider's status:
  *
  * - passthrough: same dialect; bytes out as they came in.
  * - usage-strip: same-dialect OpenAI stream where the gateway asked the provider for
  *   usage (`stream_options.include_usage`) and the client did not: events are relayed one
  *   by one as they arrive, minus the usage-only chunk.
- * - translated JSON: the whole body is needed to translate it, so it is written at the end.
+ * - translated JSON: the whole body is needed to translate it, so it is held and written
+ *   at the end.
  * - translated stream: each upstream event is translated and written as it arrives.
- * Provider error bodies (status ≥ 400) in the other dialect are translated at the end.
+ * - errors (status ≥ 400): held, scrubbed of secrets (same dialect) or translated (other
+ *   dialect), and written at the end.
+ *
+ * Every byte a relay keeps is bounded (issue 9): a held body by `upstreamBodyLimitBytes`,
+ * a parsed stream event by `sseEventLimitBytes`. Past a bound `data` throws a
+ * TranslationError `upstream_too_large`; a relay that holds has written nothing yet, so the
+ * exchange can still answer with a clean error.
  */
 import type { OutgoingHttpHeaders } from 'node:http';
 import {
   AnthropicStreamToOpenAI,
   OpenAIStreamToAnthropic,
   SseParser,
+  TranslationError,
   anthropicErrorToOpenAI,
   anthropicResponseToOpenAI,
   formatSse,
@@ -30,6 +39,11 @@ import { valueAfterKey } from '@sightline/core';
 
 export interface Relay {
   /**
+   * Whether the relay holds the body and writes it all from `end`: the exchange then sends
+   * the status line with the body, so a failure before the end can still be a clean error.
+   */
+  readonly holds: boolean;
+  /**
    * The client's status and headers for a provider response that is being relayed.
    * `headers` holds the provider's headers that may pass (lower-case names).
    */
@@ -41,29 +55,49 @@ export interface Relay {
 }
 
 export const passthroughRelay: Relay = {
+  holds: false,
   head: (status, headers) => ({ status, headers }),
   data: (chunk) => chunk,
   end: () => null,
 };
 
+/** Chunks of a body held until its end, at most `limit` bytes. */
+class HeldBody {
+  readonly chunks: Buffer[] = [];
+  #bytes = 0;
+  constructor(readonly limit: number) {}
+  push(chunk: Buffer): void {
+    this.#bytes += chunk.length;
+    if (this.#bytes > this.limit) throw new TranslationError('upstream_too_large', `the provider sent a response body larger than ${this.limit} bytes`);
+    this.chunks.push(chunk);
+  }
+  text(): string {
+    return (this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks)).toString('utf8');
+  }
+}
+
 /**
  * A same-dialect provider error (status ≥ 400): relayed with anything that looks like a
  * key (OpenAI echoes a masked key on 401) replaced, so keys never reach clients or logs.
- * Error bodies are small; this is the only same-dialect path that holds bytes back.
+ * This is the only same-dialect path that holds bytes back.
  */
 export class ScrubErrorRelay implements Relay {
-  readonly #chunks: Buffer[] = [];
+  readonly holds = true;
+  readonly #body: HeldBody;
+  constructor(limit: number) {
+    this.#body = new HeldBody(limit);
+  }
   head(status: number, headers: OutgoingHttpHeaders): { status: number; headers: OutgoingHttpHeaders } {
     const h = { ...headers };
     delete h['content-length'];
     return { status, headers: h };
   }
   data(chunk: Buffer): null {
-    this.#chunks.push(chunk);
+    this.#body.push(chunk);
     return null;
   }
   end(): string {
-    return scrubSecrets(Buffer.concat(this.#chunks).toString('utf8'));
+    return scrubSecrets(this.#body.text());
   }
 }
 
@@ -89,16 +123,18 @@ function mayHoldUsage(chunk: Buffer): boolean {
  * send them) are relayed as they came, unparsed; the rest go through the SSE parser.
  */
 export class UsageStripRelay implements Relay {
-  readonly #parser = new SseParser();
-  #events = true;
+  readonly holds = false;
+  readonly #parser: SseParser;
+
+  constructor(maxEventBytes?: number) {
+    this.#parser = new SseParser(maxEventBytes === undefined ? {} : { maxEventBytes });
+  }
 
   head(status: number, headers: OutgoingHttpHeaders): { status: number; headers: OutgoingHttpHeaders } {
-    this.#events = status < 400;
     return { status, headers };
   }
 
   data(chunk: Buffer): Buffer | string | null {
-    if (!this.#events) return chunk;
     if (!mayHoldUsage(chunk) && this.#parser.passOver(chunk)) return chunk;
     let out = '';
     for (const ev of this.#parser.push(chunk)) {
@@ -109,16 +145,15 @@ export class UsageStripRelay implements Relay {
   }
 
   end(): Buffer | string | null {
-    if (!this.#events) return null;
     let out = '';
     for (const ev of this.#parser.end()) if (!isUsageOnlyChunk(ev)) out += formatSse(ev.event, ev.data);
     return out === '' ? null : out;
   }
 }
 
-function parseJson(chunks: Buffer[]): unknown {
+function parseJson(text: string): unknown {
   try {
-    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    return JSON.parse(text);
   } catch {
     return null;
   }
@@ -130,21 +165,18 @@ function jsonHeaders(headers: OutgoingHttpHeaders): OutgoingHttpHeaders {
   return h;
 }
 
-/** A provider error body, translated into the client's dialect (and scrubbed of secrets). */
-function translateError(client: Dialect, status: number, chunks: Buffer[]): string {
-  const body = parseJson(chunks);
-  return client === 'openai' ? anthropicErrorToOpenAI(status, body).body : openaiErrorToAnthropic(status, body).body;
-}
-
-/** A JSON response from a provider of the other dialect. */
-export class JsonTranslateRelay implements Relay {
-  readonly #chunks: Buffer[] = [];
-  #status = 200;
+/** A provider error body (status ≥ 400) from a provider of the other dialect, translated (and scrubbed of secrets). */
+export class ErrorTranslateRelay implements Relay {
+  readonly holds = true;
+  readonly #body: HeldBody;
+  #status = 500;
 
   constructor(
     readonly client: Dialect,
-    readonly responseModel: string,
-  ) {}
+    limit: number,
+  ) {
+    this.#body = new HeldBody(limit);
+  }
 
   head(status: number, headers: OutgoingHttpHeaders): { status: number; headers: OutgoingHttpHeaders } {
     this.#status = status;
@@ -152,13 +184,40 @@ export class JsonTranslateRelay implements Relay {
   }
 
   data(chunk: Buffer): null {
-    this.#chunks.push(chunk);
+    this.#body.push(chunk);
     return null;
   }
 
   end(): string {
-    if (this.#status >= 400) return translateError(this.client, this.#status, this.#chunks);
-    const body = parseJson(this.#chunks);
+    const body = parseJson(this.#body.text());
+    return this.client === 'openai' ? anthropicErrorToOpenAI(this.#status, body).body : openaiErrorToAnthropic(this.#status, body).body;
+  }
+}
+
+/** A JSON response from a provider of the other dialect. */
+export class JsonTranslateRelay implements Relay {
+  readonly holds = true;
+  readonly #body: HeldBody;
+
+  constructor(
+    readonly client: Dialect,
+    readonly responseModel: string,
+    limit: number,
+  ) {
+    this.#body = new HeldBody(limit);
+  }
+
+  head(status: number, headers: OutgoingHttpHeaders): { status: number; headers: OutgoingHttpHeaders } {
+    return { status, headers: jsonHeaders(headers) };
+  }
+
+  data(chunk: Buffer): null {
+    this.#body.push(chunk);
+    return null;
+  }
+
+  end(): string {
+    const body = parseJson(this.#body.text());
     if (this.client === 'openai') {
       return JSON.stringify(anthropicResponseToOpenAI(body as AnthropicMessage, { responseModel: this.responseModel, created: Math.floor(Date.now() / 1000) }));
     }
@@ -168,16 +227,17 @@ export class JsonTranslateRelay implements Relay {
 
 /** A stream from a provider of the other dialect, translated event by event. */
 export class StreamTranslateRelay implements Relay {
-  readonly #parser = new SseParser();
+  readonly holds = false;
+  readonly #parser: SseParser;
   readonly #translator: AnthropicStreamToOpenAI | OpenAIStreamToAnthropic;
-  #error: Buffer[] | null = null;
-  #status = 200;
 
   constructor(
     readonly client: Dialect,
     responseModel: string,
     includeUsage: boolean,
+    maxEventBytes?: number,
   ) {
+    this.#parser = new SseParser(maxEventBytes === undefined ? {} : { maxEventBytes });
     this.#translator =
       client === 'openai'
         ? new AnthropicStreamToOpenAI({ responseModel, created: Math.floor(Date.now() / 1000), includeUsage })
@@ -185,31 +245,51 @@ export class StreamTranslateRelay implements Relay {
   }
 
   head(status: number, headers: OutgoingHttpHeaders): { status: number; headers: OutgoingHttpHeaders } {
-    this.#status = status;
-    if (status >= 400) {
-      this.#error = [];
-      return { status, headers: jsonHeaders(headers) };
-    }
     const h: OutgoingHttpHeaders = { ...headers, 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' };
     delete h['content-length'];
     return { status, headers: h };
   }
 
   data(chunk: Buffer): string | null {
-    if (this.#error !== null) {
-      this.#error.push(chunk);
-      return null;
-    }
     let out = '';
     for (const ev of this.#parser.push(chunk)) out += this.#translator.push(ev);
     return out === '' ? null : out;
   }
 
   end(): string | null {
-    if (this.#error !== null) return translateError(this.client, this.#status, this.#error);
     let out = '';
     for (const ev of this.#parser.end()) out += this.#translator.push(ev);
     out += this.#translator.end();
     return out === '' ? null : out;
   }
+}
+
+/** What a request's response needs from its relay; made per upstream attempt by the route handler. */
+export interface RelayPlan {
+  /** The client's dialect. */
+  client: Dialect;
+  /** Whether the provider speaks the client's dialect. */
+  sameDialect: boolean;
+  stream: boolean;
+  /** Same-dialect OpenAI stream: the gateway asked for usage the client did not; strip it. */
+  stripUsage: boolean;
+  /** Translated OpenAI stream: the client asked for usage. */
+  includeUsage: boolean;
+  /** The model name the client sees in a translated response. */
+  responseModel: string;
+}
+
+/** The bounds relays read under (configuration `gateway.upstream_body_limit` and `sse_event_limit`). */
+export interface RelayLimits {
+  bodyBytes: number;
+  sseEventBytes: number;
+}
+
+/** The one place a relay is chosen: from the request's plan and the provider's status. */
+export function chooseRelay(plan: RelayPlan, status: number, limits: RelayLimits): Relay {
+  if (status >= 400) return plan.sameDialect ? new ScrubErrorRelay(limits.bodyBytes) : new ErrorTranslateRelay(plan.client, limits.bodyBytes);
+  if (plan.sameDialect) return plan.stripUsage ? new UsageStripRelay(limits.sseEventBytes) : passthroughRelay;
+  return plan.stream
+    ? new StreamTranslateRelay(plan.client, plan.responseModel, plan.includeUsage, limits.sseEventBytes)
+    : new JsonTranslateRelay(plan.client, plan.responseModel, limits.bodyBytes);
 }

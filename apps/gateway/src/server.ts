@@ -15,7 +15,7 @@ import { Router, type Config } from '@sightline/config';
 import { GatewayError, errorBody } from './errors.js';
 import { one, prepareRoutes, targetOrder, Upstream, type PreparedRoute, type Target } from './providers.js';
 import { Exchange, type ClientResponse, type PreparedRequest } from './exchange.js';
-import { JsonTranslateRelay, passthroughRelay, StreamTranslateRelay, UsageStripRelay } from './relay.js';
+import type { RelayLimits, RelayPlan } from './relay.js';
 import {
   anthropicRequestToOpenAI,
   clientRequestedUsage,
@@ -42,6 +42,7 @@ export class GatewayCore {
   readonly upstreams = new Map<string, Upstream>();
   readonly routes: Map<import('@sightline/config').RouteConfig, PreparedRoute>;
   readonly metrics: Metrics;
+  readonly limits: RelayLimits;
   seq = 0;
 
   constructor(
@@ -53,19 +54,12 @@ export class GatewayCore {
     for (const p of config.providers.values()) this.upstreams.set(p.name, new Upstream(p));
     this.routes = prepareRoutes(config.routes, this.upstreams, config.breaker);
     this.metrics = new Metrics(capture, [...this.routes.values()].flatMap((r) => r.targets.map((t) => t.breaker)));
+    this.limits = { bodyBytes: config.gateway.upstreamBodyLimitBytes, sseEventBytes: config.gateway.sseEventLimitBytes };
   }
 
   async close(): Promise<void> {
     await Promise.all([...this.upstreams.values()].map((u) => u.pool.close()));
   }
-}
-
-export interface GatewayOptions {
-  config: Config;
-  /** Where finished requests go; null only with the benchmark capture-off switch. */
-  capture: CaptureSink | null;
-  /** Identifies this gateway process in captured data. */
-  instance: string;
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json' } as const;
@@ -78,6 +72,7 @@ function dialectOfUrl(url: string): Dialect {
 export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = {}): FastifyInstance {
   const { config, capture, instance, metrics } = core;
   const teamHeader = config.gateway.teamHeader;
+  const jsonDepthLimit = config.gateway.jsonDepthLimit;
 
   const app = (
     listener.http2 === true
@@ -94,7 +89,10 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     rec.t0 = now();
     rec.seq = ++core.seq;
     rec.method = req.raw.method ?? '';
-    rec.route = url.length > 200 ? url.slice(0, 200) : url.split('?', 1)[0]!;
+    // The path only: a query string may carry a key, and stays out of captured data.
+    const q = url.indexOf('?');
+    const path = q === -1 ? url : url.slice(0, q);
+    rec.route = path.length > 200 ? path.slice(0, 200) : path;
     rec.dialect = dialectOfUrl(url);
     const tp = parseTraceparent(one(req.headers.traceparent));
     if (tp !== null) {
@@ -182,7 +180,7 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     // parse
     let body: Record<string, unknown>;
     try {
-      body = dialect === 'openai' ? validateOpenAI(raw) : validateAnthropic(raw);
+      body = dialect === 'openai' ? validateOpenAI(raw, jsonDepthLimit) : validateAnthropic(raw, jsonDepthLimit);
     } catch (e) {
       return sendError(req, reply, e as GatewayError);
     }
@@ -211,7 +209,7 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     const prepare = (target: Target): PreparedRequest => prepareFor(target, dialect, body, raw!, headers, traceparent, rec);
     reply.hijack();
     const res = reply.raw as unknown as ClientResponse;
-    const ex = new Exchange(rec, res, route, order, prepare, (err) => failRaw(rec, res, err));
+    const ex = new Exchange(rec, res, route, order, prepare, (err) => failRaw(rec, res, err), core.limits);
     req.exchange = ex;
     ex.start();
   }
@@ -272,14 +270,15 @@ function prepareFor(
       // Usage is captured for every stream: ask for it, and take the extra chunk out again.
       // Without a model to rename or stream_options to merge into, the option is spliced
       // into the client's bytes rather than re-serialising the request.
+      const relay: RelayPlan = { client: dialect, sameDialect: true, stream: true, stripUsage: true, includeUsage: false, responseModel: upstreamModel };
       const spliced = rename || 'stream_options' in body ? null : withStreamUsageBytes(raw);
-      if (spliced !== null) return { path, headers, body: spliced, relay: new UsageStripRelay(), upstreamModel };
+      if (spliced !== null) return { path, headers, body: spliced, relay, upstreamModel };
       const { request } = withStreamUsage(body);
       const out = rename ? { ...request, model: upstreamModel } : request;
-      return { path, headers, body: Buffer.from(JSON.stringify(out)), relay: new UsageStripRelay(), upstreamModel };
+      return { path, headers, body: Buffer.from(JSON.stringify(out)), relay, upstreamModel };
     }
     const out = rename ? Buffer.from(JSON.stringify({ ...body, model: upstreamModel })) : raw;
-    return { path, headers, body: out, relay: passthroughRelay, upstreamModel };
+    return { path, headers, body: out, relay: { client: dialect, sameDialect: true, stream: rec.stream, stripUsage: false, includeUsage: false, responseModel: upstreamModel }, upstreamModel };
   }
   let translated: unknown;
   try {
@@ -291,8 +290,6 @@ function prepareFor(
     if (isTranslationError(e)) throw new GatewayError('translation_failed', e.message, e.param, { cause: e });
     throw e;
   }
-  const relay = rec.stream
-    ? new StreamTranslateRelay(dialect, upstreamModel, dialect === 'openai' && clientRequestedUsage(body))
-    : new JsonTranslateRelay(dialect, upstreamModel);
+  const relay: RelayPlan = { client: dialect, sameDialect: false, stream: rec.stream, stripUsage: false, includeUsage: dialect === 'openai' && clientRequestedUsage(body), responseModel: upstreamModel };
   return { path, headers, body: Buffer.from(JSON.stringify(translated)), relay, upstreamModel };
 }

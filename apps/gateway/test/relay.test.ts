@@ -1,9 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ScrubErrorRelay, UsageStripRelay } from '../src/relay.js';
+import { isTranslationError } from '@sightline/translate';
+import { chooseRelay, ErrorTranslateRelay, JsonTranslateRelay, ScrubErrorRelay, StreamTranslateRelay, UsageStripRelay, passthroughRelay, type RelayPlan } from '../src/relay.js';
 
 test('provider error bodies relayed in the same dialect lose anything key-like', () => {
-  const r = new ScrubErrorRelay();
+  const r = new ScrubErrorRelay(1024);
   const head = r.head(401, { 'content-type': 'application/json', 'content-length': '120' });
   assert.equal(head.status, 401);
   assert.equal(head.headers['content-length'], undefined);
@@ -92,4 +93,46 @@ test('fast and parsed paths together relay every event but the usage-only one, h
       .map((s) => s.replace(/^data: ?/, '').trim());
     assert.deepEqual(got, want, `round ${round}, cuts ${points.join(',')}`);
   }
+});
+
+const LIMITS = { bodyBytes: 1000, sseEventBytes: 100 };
+const plan = (p: Partial<RelayPlan>): RelayPlan => ({ client: 'openai', sameDialect: true, stream: false, stripUsage: false, includeUsage: false, responseModel: 'm', ...p });
+
+test('one function chooses the relay from the plan and the status', () => {
+  assert.equal(chooseRelay(plan({}), 200, LIMITS), passthroughRelay);
+  assert.ok(chooseRelay(plan({ stream: true, stripUsage: true }), 200, LIMITS) instanceof UsageStripRelay);
+  // A provider error is held and scrubbed even when the stream would have been stripped.
+  assert.ok(chooseRelay(plan({ stream: true, stripUsage: true }), 500, LIMITS) instanceof ScrubErrorRelay);
+  assert.ok(chooseRelay(plan({}), 401, LIMITS) instanceof ScrubErrorRelay);
+  assert.ok(chooseRelay(plan({ sameDialect: false }), 200, LIMITS) instanceof JsonTranslateRelay);
+  assert.ok(chooseRelay(plan({ sameDialect: false, stream: true }), 200, LIMITS) instanceof StreamTranslateRelay);
+  assert.ok(chooseRelay(plan({ sameDialect: false, stream: true }), 429, LIMITS) instanceof ErrorTranslateRelay);
+  for (const [p, status] of [[plan({}), 200], [plan({ stream: true, stripUsage: true }), 200], [plan({ sameDialect: false, stream: true }), 200]] as const) {
+    assert.equal(chooseRelay(p, status, LIMITS).holds, false);
+  }
+  for (const [p, status] of [[plan({}), 500], [plan({ sameDialect: false }), 200], [plan({ sameDialect: false }), 400]] as const) {
+    assert.equal(chooseRelay(p, status, LIMITS).holds, true);
+  }
+});
+
+test('held bodies and parsed events are bounded: past the limit, data throws upstream_too_large', () => {
+  const tooLarge = (e: unknown) => isTranslationError(e) && e.code === 'upstream_too_large';
+  for (const r of [chooseRelay(plan({}), 500, LIMITS), chooseRelay(plan({ sameDialect: false }), 200, LIMITS), chooseRelay(plan({ sameDialect: false }), 500, LIMITS)]) {
+    r.head(200, {});
+    assert.equal(r.data(Buffer.alloc(600, 'x')), null);
+    assert.throws(() => r.data(Buffer.alloc(600, 'x')), tooLarge);
+  }
+  for (const r of [chooseRelay(plan({ stream: true, stripUsage: true }), 200, LIMITS), chooseRelay(plan({ sameDialect: false, stream: true, client: 'anthropic' }), 200, LIMITS)]) {
+    r.head(200, {});
+    r.data(Buffer.from('data: ' + 'x'.repeat(60)));
+    assert.throws(() => r.data(Buffer.from('y'.repeat(60))), tooLarge, 'an unterminated line past the bound');
+  }
+  // Many short data lines of one event count together.
+  const r = chooseRelay(plan({ stream: true, stripUsage: true }), 200, LIMITS);
+  assert.throws(() => {
+    for (let i = 0; i < 20; i++) r.data(Buffer.from('data: 0123456789\n'));
+  }, tooLarge);
+  // Events within the bound, however many, pass.
+  const ok = chooseRelay(plan({ stream: true, stripUsage: true }), 200, LIMITS);
+  for (let i = 0; i < 1000; i++) ok.data(Buffer.from('data: {"choices":[],"usage":null}\n\n'));
 });

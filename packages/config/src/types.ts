@@ -125,6 +125,23 @@ export interface Config {
     bodyLimitBytes: number;
     /** Request header naming the caller's team when no key maps to one. Default `x-sightline-team`. */
     teamHeader: string;
+    /**
+     * Largest provider body the gateway holds in memory, in bytes: error bodies (scrubbed or
+     * translated) and JSON answers translated to the other dialect. Past it the request fails
+     * as `upstream_error`. Bodies relayed as they arrive are not held and not limited. Default 8 MiB.
+     */
+    upstreamBodyLimitBytes: number;
+    /**
+     * Largest server-sent event (one line, or the lines of one event) read from a provider
+     * stream that the gateway parses, in bytes. Past it the stream ends with an error event in
+     * the client's dialect. Default 1 MiB.
+     */
+    sseEventLimitBytes: number;
+    /**
+     * Deepest nesting of objects and arrays accepted in a request body; deeper is a 400 in the
+     * client's dialect (translating or re-encoding deeper JSON would exhaust the stack). Default 128.
+     */
+    jsonDepthLimit: number;
     /** Port of an extra HTTP/2 cleartext (prior knowledge) listener; null: none. Default null. */
     h2cPort: number | null;
   };

@@ -11,15 +11,18 @@
  * | `invalid_tool_arguments` | tool-call arguments are not a JSON object                            |
  * | `unsupported_parameter`  | the field has no faithful mapping in the target dialect              |
  * | `invalid_stream_event`   | an upstream stream event cannot be parsed or breaks its grammar      |
+ * | `upstream_too_large`     | an upstream event or body is larger than the bound it is read under |
  *
- * Requests that fail translation are the client's fault: answer them with HTTP 400
+ * Requests that fail translation are the client's fault (but `invalid_stream_event` and
+ * `upstream_too_large`, which are the provider's): answer them with HTTP 400
  * (see `translationErrorToOpenAI` / `translationErrorToAnthropic` in errors-map.ts).
  */
 export type TranslationErrorCode =
   | 'invalid_request'
   | 'invalid_tool_arguments'
   | 'unsupported_parameter'
-  | 'invalid_stream_event';
+  | 'invalid_stream_event'
+  | 'upstream_too_large';
 
 export class TranslationError extends Error {
   override readonly name = 'TranslationError';

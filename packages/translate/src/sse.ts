@@ -10,11 +10,17 @@
  *   including inside a multibyte UTF-8 character. Every byte is scanned once: an
  *   incomplete line is kept as chunk slices and joined when its terminator arrives.
  *
+ * - Bounded: the bytes of one event (its lines so far, including an unterminated one) may
+ *   not exceed `maxEventBytes`; past it `push` throws a TranslationError
+ *   `upstream_too_large`, so a provider line that never ends cannot grow the process.
+ *
  * Deliberate deviation at end of stream (`end()`): the spec discards a pending event
  * that lacks its final blank line. Some upstreams close the connection right after the
  * last `data:` line, so `end()` dispatches a pending event whose lines were all
  * terminated; a final line without terminator is still dropped (it is most likely cut).
  */
+
+import { TranslationError } from './errors.js';
 
 export interface SseEvent {
   /** The `event:` field, or null when absent or empty (the spec's default "message"). */
@@ -32,7 +38,11 @@ export interface SseEvent {
 export interface SseParserOptions {
   /** Keep each event's raw bytes in `SseEvent.raw` (one extra allocation per event). Default false. */
   keepRaw?: boolean;
+  /** Largest event, in bytes of its lines (terminators excluded). Default 1 MiB. */
+  maxEventBytes?: number;
 }
+
+export const DEFAULT_MAX_SSE_EVENT_BYTES = 1024 * 1024;
 
 const LF = 0x0a;
 const CR = 0x0d;
@@ -44,8 +54,13 @@ const D = 0x64, A = 0x61, T = 0x74, E = 0x65, V = 0x76, N = 0x6e;
 
 export class SseParser {
   readonly #keepRaw: boolean;
+  readonly #maxEventBytes: number;
   /** Slices of the current, not yet terminated line. */
   #partial: Buffer[] = [];
+  /** Bytes in #partial. */
+  #partialBytes = 0;
+  /** Bytes of the terminated lines of the event being built. */
+  #eventBytes = 0;
   /** The previous chunk ended with CR: drop an LF at the start of the next one. */
   #skipLF = false;
   #firstLine = true;
@@ -59,6 +74,11 @@ export class SseParser {
 
   constructor(options: SseParserOptions = {}) {
     this.#keepRaw = options.keepRaw === true;
+    this.#maxEventBytes = options.maxEventBytes ?? DEFAULT_MAX_SSE_EVENT_BYTES;
+  }
+
+  #tooLarge(): never {
+    throw new TranslationError('upstream_too_large', `the provider sent a stream event larger than ${this.#maxEventBytes} bytes`);
   }
 
   /**
@@ -99,7 +119,11 @@ export class SseParser {
       this.#line(chunk, start, end, next, out);
       start = next;
     }
-    if (start < n) this.#partial.push(Buffer.from(chunk.subarray(start)));
+    if (start < n) {
+      this.#partialBytes += n - start;
+      if (this.#partialBytes + this.#eventBytes > this.#maxEventBytes) this.#tooLarge();
+      this.#partial.push(Buffer.from(chunk.subarray(start)));
+    }
     // Raw slices of an event still open may point into `chunk`: copy each one once, here.
     for (let i = this.#rawOwned; i < this.#raw.length; i++) this.#raw[i] = Buffer.from(this.#raw[i]!);
     this.#rawOwned = this.#raw.length;
@@ -133,6 +157,8 @@ export class SseParser {
     const out: SseEvent[] = [];
     if (this.#partial.length === 0 && this.#hasData) this.#dispatch(out);
     this.#partial = [];
+    this.#partialBytes = 0;
+    this.#eventBytes = 0;
     this.#skipLF = false;
     this.#firstLine = true;
     this.#eventType = null;
@@ -156,6 +182,7 @@ export class SseParser {
         if (next > end) this.#raw.push(chunk.subarray(end, next));
       }
       this.#partial = [];
+      this.#partialBytes = 0;
     }
     if (this.#firstLine) {
       this.#firstLine = false;
@@ -167,6 +194,8 @@ export class SseParser {
       return;
     }
     if (line[0] === COLON) return; // comment
+    this.#eventBytes += len;
+    if (this.#eventBytes > this.#maxEventBytes) this.#tooLarge();
     // Fast paths for the two fields that matter, without decoding the field name.
     if (len >= 4 && line[0] === D && line[1] === A && line[2] === T && line[3] === A && (len === 4 || line[4] === COLON)) {
       this.#appendData(line, 4);
@@ -205,6 +234,7 @@ export class SseParser {
     this.#eventType = null;
     this.#data = '';
     this.#hasData = false;
+    this.#eventBytes = 0;
     if (this.#raw.length > 0) this.#raw = [];
     this.#rawOwned = 0;
   }

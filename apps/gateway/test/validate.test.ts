@@ -1,0 +1,58 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { nestedDeeperThan, validateOpenAI } from '../src/validate.js';
+import { GatewayError } from '../src/errors.js';
+
+/** Depth of a parsed JSON value (objects and arrays), computed on the value itself. */
+function depthOf(v: unknown): number {
+  if (typeof v !== 'object' || v === null) return 0;
+  let d = 0;
+  for (const x of Array.isArray(v) ? v : Object.values(v)) d = Math.max(d, depthOf(x));
+  return d + 1;
+}
+
+/** A small seeded PRNG (mulberry32), so a failure can be replayed. */
+function rng(seed: number): () => number {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const NASTY = ['{', '}', '[', ']', '"', '\\', '\\"', '\\\\', 'é', '{"a":[', 'x'];
+
+function randomValue(r: () => number, depth: number): unknown {
+  const k = r();
+  if (depth <= 0 || k < 0.3) {
+    let s = '';
+    for (let i = Math.floor(r() * 6); i > 0; i--) s += NASTY[Math.floor(r() * NASTY.length)];
+    return k < 0.1 ? Math.floor(r() * 100) : s;
+  }
+  if (k < 0.65) return Array.from({ length: 1 + Math.floor(r() * 3) }, () => randomValue(r, depth - 1));
+  const o: Record<string, unknown> = {};
+  for (let i = Math.floor(r() * 3) + 1; i > 0; i--) o[NASTY[Math.floor(r() * NASTY.length)]! + i] = randomValue(r, depth - 1);
+  return o;
+}
+
+test('the byte scan agrees with the depth of the parsed value, strings with brackets, quotes and escapes included', () => {
+  const r = rng(9);
+  for (let round = 0; round < 2000; round++) {
+    const v = randomValue(r, 1 + Math.floor(r() * 12));
+    const raw = Buffer.from(JSON.stringify(v));
+    const d = depthOf(v);
+    assert.equal(nestedDeeperThan(raw, d), false, `round ${round}: ${raw}`);
+    if (d > 0) assert.equal(nestedDeeperThan(raw, d - 1), true, `round ${round}: ${raw}`);
+  }
+});
+
+test('deep input is refused before parsing; the JSON error keeps no bytes of the body', () => {
+  const deep = Buffer.from('{"model":"m","messages":[],"x":' + '['.repeat(200) + ']'.repeat(200) + '}');
+  assert.throws(() => validateOpenAI(deep, 128), (e: unknown) => e instanceof GatewayError && e.code === 'invalid_request' && /deeper than 128/.test(e.message));
+  assert.equal(validateOpenAI(deep, 256).model, 'm');
+  assert.throws(
+    () => validateOpenAI(Buffer.from('{"model":"m","k":"sk-secret" , oops}'), 128),
+    (e: unknown) => e instanceof GatewayError && e.code === 'invalid_json' && !e.message.includes('sk-secret') && !e.message.includes('oops'),
+  );
+});
