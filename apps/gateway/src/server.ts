@@ -13,6 +13,7 @@ import { now, newTraceId, newSpanId, parseTraceparent } from '@sightline/core';
 import { RequestRecord, type CaptureSink, type Dialect } from '@sightline/capture';
 import { Router, type Config } from '@sightline/config';
 import { GatewayError, errorBody } from './errors.js';
+import type { GatewayLogger } from './log.js';
 import { one, prepareRoutes, targetOrder, Upstream, type PreparedRoute, type Target } from './providers.js';
 import { Exchange, type ClientResponse, type PreparedRequest } from './exchange.js';
 import type { RelayLimits, RelayPlan } from './relay.js';
@@ -49,6 +50,8 @@ export class GatewayCore {
     readonly config: Config,
     readonly capture: CaptureSink | null,
     readonly instance: string,
+    /** Where the gateway's own failures are reported (internal errors). */
+    readonly logger: GatewayLogger,
   ) {
     this.router = new Router(config.routes);
     for (const p of config.providers.values()) this.upstreams.set(p.name, new Upstream(p));
@@ -142,6 +145,7 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     else if (err.statusCode === 415) ge = new GatewayError('unsupported_media_type', err.message);
     else if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) ge = new GatewayError('invalid_request', err.message);
     else ge = new GatewayError('internal_error', 'internal error in the gateway', null, { cause: err });
+    if (ge.code === 'internal_error') reportInternal(core.logger, req.sl, req.method, ge);
     sendError(req, reply, ge);
   });
 
@@ -209,7 +213,7 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     const prepare = (target: Target): PreparedRequest => prepareFor(target, dialect, body, raw!, headers, traceparent, rec);
     reply.hijack();
     const res = reply.raw as unknown as ClientResponse;
-    const ex = new Exchange(rec, res, route, order, prepare, (err) => failRaw(rec, res, err), core.limits);
+    const ex = new Exchange(rec, res, route, order, prepare, (err) => failRaw(core.logger, rec, res, err), core.limits);
     req.exchange = ex;
     ex.start();
   }
@@ -229,7 +233,20 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
   }
 }
 
-function failRaw(rec: RequestRecord, res: ClientResponse, err: GatewayError): void {
+/**
+ * Logs a failure of the gateway's own: what failed and where, never the request body or a
+ * header (they may hold prompts and keys).
+ */
+function reportInternal(logger: GatewayLogger, rec: RequestRecord | null, method: string, err: GatewayError): void {
+  const cause = err.cause instanceof Error ? err.cause : err;
+  logger.error(
+    { err: { type: cause.name, message: cause.message, stack: cause.stack }, method, route: rec?.route ?? null, trace_id: rec?.traceId ?? null, model: rec?.model ?? null },
+    err.message,
+  );
+}
+
+function failRaw(logger: GatewayLogger, rec: RequestRecord, res: ClientResponse, err: GatewayError): void {
+  if (err.code === 'internal_error') reportInternal(logger, rec, rec.method, err);
   rec.status = err.status;
   rec.errorType = err.code;
   rec.errorMessage = err.message;

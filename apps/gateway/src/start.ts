@@ -7,6 +7,7 @@ import { Capture, Spool, type CaptureSink } from '@sightline/capture';
 import type { BusPublisher } from '@sightline/bus';
 import type { Config } from '@sightline/config';
 import { buildGateway, GatewayCore } from './server.js';
+import { stderrLogger, type GatewayLogger } from './log.js';
 
 export interface StartGatewayOptions {
   config: Config;
@@ -23,7 +24,10 @@ export interface StartGatewayOptions {
   /** Override the configured HTTP/2 cleartext port (null: none). */
   h2cPort?: number | null;
   host?: string;
+  /** Progress messages (start, shutdown, capture trouble). Default: none. */
   log?: (msg: string) => void;
+  /** Where internal errors are reported (pino's Logger fits). Default: JSON lines on stderr. */
+  logger?: GatewayLogger;
 }
 
 export interface GatewayHandle {
@@ -61,7 +65,7 @@ export async function startGateway(opts: StartGatewayOptions): Promise<GatewayHa
       onError: (e) => log(`capture: ${e instanceof Error ? e.message : String(e)}`),
     });
   }
-  const core = new GatewayCore(opts.config, capture, opts.instance);
+  const core = new GatewayCore(opts.config, capture, opts.instance, opts.logger ?? stderrLogger(opts.instance));
   const app = buildGateway(core);
   const host = opts.host ?? opts.config.gateway.host;
   await app.listen({ port: opts.port ?? opts.config.gateway.port, host });

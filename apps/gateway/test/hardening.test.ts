@@ -20,6 +20,7 @@ let healthy: MockServer;
 let gw: GatewayHandle;
 const cap = new CapturedBus();
 const logged: string[] = [];
+const errors: { fields: Record<string, unknown>; msg: string }[] = [];
 
 before(async () => {
   [flaky, healthy] = await Promise.all([startMock(), startMock()]);
@@ -40,7 +41,7 @@ capture: { flush_interval_ms: 5 }
 `,
     'hardening.yaml',
   );
-  gw = await startGateway({ config, publisher: cap.bus, instance: 'gw-hardening', log: (m) => logged.push(m) });
+  gw = await startGateway({ config, publisher: cap.bus, instance: 'gw-hardening', log: (m) => logged.push(m), logger: { error: (fields, msg) => errors.push({ fields, msg }) } });
 });
 
 after(async () => {
@@ -195,4 +196,27 @@ test('input nested deeper than the limit is a 400 in the client\'s dialect, at a
   // Within the limit, the translated request goes through.
   const ok = await post('/v1/messages', `{"model":"gpt-4o-mini","max_tokens":5,"messages":[{"role":"user","content":"x"}],"tools":[{"name":"t","input_schema":${nested(20)}}]}`, { 'anthropic-version': '2023-06-01' });
   assert.equal(ok.status, 200);
+});
+
+test('an internal error is a 500 in the client\'s dialect, and is logged without the body or the key', async () => {
+  const router = gw.core.router;
+  const match = router.match.bind(router);
+  // Nothing in the gateway throws on purpose: make the route lookup fail to reach the handler's catch-all.
+  router.match = () => {
+    throw new TypeError('route table is broken');
+  };
+  try {
+    const r = await post('/v1/messages', JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 5, messages: [{ role: 'user', content: 'PROMPT-SECRET' }] }), { 'anthropic-version': '2023-06-01', 'x-api-key': 'sk-ant-KEYSECRET' });
+    assert.equal(r.status, 500);
+    const b = (await r.json()) as { type: string; error: { type: string } };
+    assert.deepEqual([b.type, b.error.type], ['error', 'api_error']);
+  } finally {
+    router.match = match;
+  }
+  assert.equal(errors.length, 1);
+  const e = errors[0]!;
+  assert.match(JSON.stringify(e.fields), /route table is broken/);
+  assert.equal(e.fields.route, '/v1/messages');
+  const text = JSON.stringify(e);
+  assert.ok(!text.includes('PROMPT-SECRET') && !text.includes('KEYSECRET'), text);
 });

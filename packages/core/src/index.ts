@@ -5,3 +5,4 @@ export { STAGES, ATTEMPT_SPAN } from './rows.js';
 export type { StageName, SpanStatus, SpanRow, RequestRow, CaptureBatchV1, IngestBatchRow } from './rows.js';
 export { instanceId, onShutdown, envInt } from './process.js';
 export { valueAfterKey } from './json-bytes.js';
+export { redactUrlCredentials } from './redact.js';
