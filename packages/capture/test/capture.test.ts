@@ -177,3 +177,14 @@ test('batches stay under the byte bound, and a batch NATS refuses for good is dr
   const msgs = await bus.fetch(1000, 50);
   assert.ok(msgs.length >= 2, 'several batches');
 });
+
+test('a batch larger than the in-process bus can ever hold is refused for good and counted, not retried', async () => {
+  const bus = new MemoryBus({ maxBytes: 4 * 1024 });
+  const cap = new Capture({ instance: 'gw-m', config: cfg({ batchMaxRequests: 100 }), publisher: bus });
+  for (let i = 0; i < 10; i++) cap.record(servedRecord()); // ~10 KB in one batch
+  assert.equal(await cap.flush(5000), 0);
+  assert.deepEqual([cap.stats.refused, cap.stats.dropped, cap.stats.publishFailures, bus.refused], [1, 10, 0, 1]);
+  cap.record(servedRecord());
+  await cap.flush(5000);
+  assert.equal(cap.stats.published, 1);
+});
