@@ -11,6 +11,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ClickHouseServerStore, sql, table } from '@sightline/store';
+import { connectNats, DURABLE_NAME, STREAM_NAME } from '@sightline/bus';
 import { ClickHouseServer, NatsServer, freePort, waitFor } from './support/servers.js';
 import { startApp, waitHealthy, type AppProcess } from './support/apps.js';
 import { runLoad, type LoadResult } from './support/load.js';
@@ -126,17 +127,32 @@ test('ClickHouse stopped for 10 s under load: nothing lost, nothing doubled', as
   assert.ok((await metric(ing.url, 'sightline_ingest_write_failures_total')) > 0, 'the ingester saw the outage');
 });
 
-test('the ingester killed with SIGKILL under load, then restarted: nothing lost, nothing doubled', async () => {
+/** Messages the durable consumer delivered to an ingester that has not acknowledged them yet. */
+async function unacknowledged(): Promise<number> {
+  const nc = await connectNats(nats.url, 'faults-observer', { maxReconnectAttempts: 0 });
+  try {
+    return (await (await nc.jetstreamManager()).consumers.info(STREAM_NAME, DURABLE_NAME)).num_ack_pending;
+  } finally {
+    await nc.close();
+  }
+}
+
+test('the ingester killed with SIGKILL under load, then restarted: what it held is redelivered, nothing lost, nothing doubled', async () => {
   gw = await startGateway('f-ingkill');
   const load = runLoad({ url: `${gw.url}/v1/chat/completions`, rps: 30, durationMs: 12_000 });
-  // Batches arrive every ~50 ms at this rate, so a kill at 4 s lands with writes in flight.
+  // Batches arrive every ~50 ms at this rate, and a fetch holds them until it ends (up to
+  // 1 s) and they are written: killed while it holds some, the ingester leaves them to be
+  // redelivered (after the consumer's ack wait, 3 s here) to the next one.
   await delay(4000);
+  await waitFor('batches delivered to the ingester and not yet acknowledged', async () => (await unacknowledged()) > 0, 10_000, 20);
   await ing.app.stop(0); // SIGKILL
   await delay(2000);
   ing = await startIngester();
   const results = await load;
   assert.equal(results.filter((r) => r.status === 200).length, results.length);
   await assertExactlyOnce('f-ingkill', results);
+  // The restarted ingester received what the killed one held (it has no other source of redeliveries).
+  assert.ok((await metric(ing.url, 'sightline_ingest_redelivered_total')) > 0, 'a redelivery happened');
 });
 
 test('two ingesters on one durable consumer share the work without duplicates', async () => {

@@ -38,9 +38,9 @@ export class AppProcess {
   }
 }
 
-/** Starts `node --import tsx <entry>` from the repository root with `env` added. */
-export function startApp(name: string, entry: string, env: Record<string, string>): AppProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', entry], {
+/** Starts `node --import tsx [nodeArgs] <entry>` from the repository root with `env` added. */
+export function startApp(name: string, entry: string, env: Record<string, string>, nodeArgs: readonly string[] = []): AppProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', ...nodeArgs, entry], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -4,7 +4,7 @@
  */
 import { MemoryBus } from '@sightline/bus';
 import type { RequestRow, SpanRow } from '@sightline/core';
-import { decodeBatch, SpanBuilder } from '@sightline/capture';
+import { decodeBatch, SpanBuilder } from '@sightline/spans';
 import { waitFor } from './servers.js';
 
 export class CapturedBus {

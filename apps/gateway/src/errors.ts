@@ -8,7 +8,7 @@
  *   (https://docs.anthropic.com/en/api/errors)
  */
 import type { StageName } from '@sightline/core';
-import type { Dialect } from '@sightline/capture';
+import type { Dialect } from '@sightline/core';
 
 export type GatewayErrorCode =
   | 'invalid_json'

@@ -12,8 +12,7 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, loadConfigFromEnv } from '@sightline/config';
 import { ResilientNatsPublisher } from '@sightline/bus';
-import { instanceId, onShutdown } from '@sightline/core';
-import { dataDir } from '@sightline/store';
+import { dataDir, instanceId, onShutdown } from '@sightline/core';
 import { startGateway } from './start.js';
 
 function log(msg: string): void {

@@ -6,7 +6,7 @@ import { Client, Pool, type Dispatcher } from 'undici';
 import type { UpstreamAttempt } from './upstream.js';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ProviderConfig, RouteConfig, TargetConfig, BreakerConfig } from '@sightline/config';
-import type { Dialect } from '@sightline/capture';
+import type { Dialect } from '@sightline/core';
 import { Breaker } from './breaker.js';
 
 export const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';

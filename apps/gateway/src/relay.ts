@@ -34,7 +34,7 @@ import {
   type AnthropicMessage,
   type OpenAIChatCompletion,
 } from '@sightline/translate';
-import type { Dialect } from '@sightline/capture';
+import type { Dialect } from '@sightline/core';
 import { valueAfterKey } from '@sightline/core';
 
 export interface Relay {

@@ -9,8 +9,8 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { now, newTraceId, newSpanId, parseTraceparent } from '@sightline/core';
-import { RequestRecord, type CaptureSink, type Dialect } from '@sightline/capture';
+import { now, newTraceId, newSpanId, parseTraceparent, type Dialect } from '@sightline/core';
+import { RequestRecord, type CaptureSink } from '@sightline/capture';
 import { Router, type Config } from '@sightline/config';
 import { GatewayError, errorBody } from './errors.js';
 import type { GatewayLogger } from './log.js';

@@ -12,7 +12,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import { parseConfig } from '@sightline/config';
 import { MemoryBus } from '@sightline/bus';
 import type { RequestRow } from '@sightline/core';
-import { decodeBatch, SpanBuilder } from '@sightline/capture';
+import { decodeBatch, SpanBuilder } from '@sightline/spans';
 import { startGateway, type GatewayHandle } from '@sightline/app-gateway';
 import { startMock, type MockServer } from '../../../bench/mock/server.js';
 import { waitFor } from '../../../test/support/servers.js';

@@ -10,7 +10,7 @@ import OpenAI from 'openai';
 import { parseConfig } from '@sightline/config';
 import { MemoryBus } from '@sightline/bus';
 import { STAGES, type RequestRow, type SpanRow } from '@sightline/core';
-import { decodeBatch, SpanBuilder } from '@sightline/capture';
+import { decodeBatch, SpanBuilder } from '@sightline/spans';
 import { startGateway, type GatewayHandle } from '@sightline/app-gateway';
 import { startMock, type MockServer } from '../../../bench/mock/server.js';
 import { waitFor, freePort } from '../../../test/support/servers.js';

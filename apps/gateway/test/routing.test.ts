@@ -11,7 +11,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import { parseConfig } from '@sightline/config';
 import { MemoryBus } from '@sightline/bus';
 import { STAGES, ATTEMPT_SPAN, type RequestRow, type SpanRow } from '@sightline/core';
-import { decodeBatch, SpanBuilder } from '@sightline/capture';
+import { decodeBatch, SpanBuilder } from '@sightline/spans';
 import { startGateway, type GatewayHandle } from '@sightline/app-gateway';
 import { startMock, type MockServer } from '../../../bench/mock/server.js';
 import { waitFor, freePort } from '../../../test/support/servers.js';

@@ -1,14 +1,13 @@
 /**
  * The ingester: pulls capture batches from the bus, builds each request's row and
- * OpenTelemetry spans from the records the gateways published (capture/src/wire.ts),
- * writes them to ClickHouse, and
- * acknowledges them only after ClickHouse confirmed the write. On a write failure the
- * messages are given back (nak with backoff) and retried; rows are keyed so that a
- * batch written twice (redelivery after a crash between write and ack) collapses to
- * one (ReplacingMergeTree, see migrations/ and docs/schema.md).
+ * OpenTelemetry spans from the records the gateways published (@sightline/spans),
+ * writes them to ClickHouse, and acknowledges them only after ClickHouse confirmed the
+ * write. On a write failure the messages are given back (nak with backoff) and retried;
+ * rows are keyed so that a batch written twice (redelivery after a crash between write
+ * and ack) collapses to one (ReplacingMergeTree, see migrations/ and docs/schema.md).
  */
 import type { BusConsumer, BusMessage } from '@sightline/bus';
-import { decodeBatch, SpanBuilder, type DecodedBatch } from '@sightline/capture';
+import { decodeBatch, SpanBuilder, type DecodedBatch } from '@sightline/spans';
 import { StoreError, type Store } from '@sightline/store';
 import type { Rollup } from './rollup.js';
 import { unixNanoNow, type IngestBatchRow, type RequestRow, type SpanRow } from '@sightline/core';
@@ -35,6 +34,12 @@ export interface IngesterOptions {
   maxDeliveries?: number;
   /** Recomputes the per-minute rollup for the minutes each write touched; null: none. */
   rollup?: Rollup | null;
+  /**
+   * Lag observations kept until the next /metrics scrape takes them, at most; past it they
+   * are dropped and counted (`lagObservationsDropped`), so an ingester nobody scrapes
+   * keeps bounded memory. Default 10 000.
+   */
+  maxLagObservations?: number;
   log?: (msg: string) => void;
 }
 
@@ -49,6 +54,13 @@ export interface IngesterStats {
   deadLettered: number;
   /** Publish-to-written lag of the last written batch, in milliseconds. */
   lastLagMs: number;
+  /** Lag observations dropped because `lagObservations` was full (nobody scraped /metrics). */
+  lagObservationsDropped: number;
+  /**
+   * Messages received again after an earlier delivery was not acknowledged: an ingester
+   * that died or timed out holding them, or a write that failed and gave them back.
+   */
+  redelivered: number;
 }
 
 interface Parsed {
@@ -72,9 +84,10 @@ export class Ingester {
   #backoff = 0;
   /** Backoff sleeps in progress (one per set being written, and the fetch loop's): stop() ends them. */
   readonly #sleeping = new Set<() => void>();
-  readonly stats: IngesterStats = { batches: 0, requests: 0, spans: 0, writeFailures: 0, deadLettered: 0, lastLagMs: 0 };
-  /** Publish-to-write lag of recent batches, for the metrics histogram. */
+  readonly stats: IngesterStats = { batches: 0, requests: 0, spans: 0, writeFailures: 0, deadLettered: 0, lastLagMs: 0, lagObservationsDropped: 0, redelivered: 0 };
+  /** Publish-to-write lag of recent batches (milliseconds), taken by the metrics histogram. */
   readonly lagObservations: number[] = [];
+  readonly #maxLagObservations: number;
 
   constructor(opts: IngesterOptions) {
     this.#consumer = opts.consumer;
@@ -86,6 +99,7 @@ export class Ingester {
     this.#maxDeliveries = opts.maxDeliveries ?? 5;
     this.#rollup = opts.rollup ?? null;
     this.#log = opts.log ?? (() => {});
+    this.#maxLagObservations = opts.maxLagObservations ?? 10_000;
   }
 
   start(): void {
@@ -123,6 +137,7 @@ export class Ingester {
         continue;
       }
       if (msgs.length === 0) continue;
+      for (const m of msgs) if (m.deliveries > 1) this.stats.redelivered++;
       const p: Promise<void> = this.#process(msgs)
         .catch((e: unknown) => this.#log(`processing failed: ${(e as Error).message}`))
         .finally(() => writing.delete(p));
@@ -197,7 +212,8 @@ export class Ingester {
       if (pub > 0n) {
         const lag = Number(nowNs - pub) / 1e6;
         this.stats.lastLagMs = lag;
-        if (this.lagObservations.length < 10_000) this.lagObservations.push(lag);
+        if (this.lagObservations.length < this.#maxLagObservations) this.lagObservations.push(lag);
+        else this.stats.lagObservationsDropped++;
       }
     }
     this.stats.requests += requests.length;

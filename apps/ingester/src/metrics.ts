@@ -43,7 +43,9 @@ export function renderIngesterMetrics(ingester: Ingester): string {
     ['sightline_ingest_spans_total', 'Span rows written.', 'counter', s.spans],
     ['sightline_ingest_write_failures_total', 'ClickHouse writes that failed and were retried.', 'counter', s.writeFailures],
     ['sightline_ingest_dead_lettered_total', 'Messages moved to the dead-letter subject.', 'counter', s.deadLettered],
+    ['sightline_ingest_redelivered_total', 'Messages received again after an earlier delivery was not acknowledged.', 'counter', s.redelivered],
     ['sightline_ingest_lag_seconds', 'Publish-to-written lag of the last batch.', 'gauge', s.lastLagMs / 1000],
+    ['sightline_ingest_lag_observations_dropped_total', 'Lag observations left out of the lag histogram because too many waited for a scrape.', 'counter', s.lagObservationsDropped],
   ];
   return lines.map(([n, help, t, v]) => `# HELP ${n} ${help}\n# TYPE ${n} ${t}\n${n} ${v}\n`).join('') + h.render();
 }

@@ -3,15 +3,19 @@
  * spans from the gateways' records, writes, acks after the write, dead-letters what
  * ClickHouse refuses or what is not a batch, keeps redelivered batches from counting
  * twice, still reads v1 batches, and waits out a ClickHouse outage.
+ *
+ * Each test plays its own gateway instance (and team) and counts only its own rows, so
+ * every test passes alone and in any order.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { ClickHouseServerStore, migrate, sql, table } from '@sightline/store';
-import { connectNats, ensureStream, NatsConsumer, NatsPublisher, DEADLETTER_STREAM, STREAM_NAME, DURABLE_NAME } from '@sightline/bus';
-import { Ingester, Rollup, Retention } from '@sightline/app-ingester';
-import { RequestRecord, SpanBuilder, toWire, type WireRecord } from '@sightline/capture';
-import { markToUnixNano, newSpanId, newTraceId, now, type CaptureBatchV1 } from '@sightline/core';
+import { connectNats, ensureStream, MemoryBus, NatsConsumer, NatsPublisher, DEADLETTER_STREAM, STREAM_NAME, DURABLE_NAME } from '@sightline/bus';
+import { Ingester, Rollup, Retention, renderIngesterMetrics } from '@sightline/app-ingester';
+import { SpanBuilder } from '@sightline/spans';
+import type { CaptureBatchV1, CaptureBatchV2 } from '@sightline/core';
 import { ClickHouseServer, NatsServer, waitFor } from '../../../test/support/servers.js';
+import { batchOf, refusedRecord, unixNanoAgo } from '../../../test/support/records.js';
 import type { NatsConnection } from 'nats';
 
 let nats: NatsServer;
@@ -23,70 +27,64 @@ let consumer: NatsConsumer;
 let ingester: Ingester;
 let rollup: Rollup;
 const builder = new SpanBuilder();
-let batchNo = 0;
-
-/** A v2 message, as gateways publish it (capture/src/wire.ts). */
-interface BatchV2 {
-  v: 2;
-  instance: string;
-  batch: string;
-  requests_count: number;
-  published_at_unix_nano: string;
-  origin_unix_nano: string;
-  records: WireRecord[];
-}
-
-function records(n: number): RequestRecord[] {
-  batchNo++;
-  return Array.from({ length: n }, (_, i) => {
-    const r = new RequestRecord();
-    const t = now();
-    r.traceId = newTraceId();
-    r.rootSpanId = newSpanId();
-    r.seq = batchNo * 1000 + i;
-    r.t0 = t;
-    r.tBody = t + 0.1;
-    r.tEnd = t + 0.2;
-    r.tFinish = t + 0.3;
-    r.status = 400;
-    return r;
-  });
-}
-
-const publishedAt = (): string => (BigInt(Date.now()) * 1_000_000n).toString();
-
-function batch(n: number, instance = 'gw-ing'): BatchV2 {
-  const recs = records(n).map(toWire);
-  return { v: 2, instance, batch: String(batchNo), requests_count: n, published_at_unix_nano: publishedAt(), origin_unix_nano: markToUnixNano(0).toString(), records: recs };
-}
-
-/** A v1 message (prebuilt rows), as earlier gateways published it. */
-function batchV1(n: number, instance = 'gw-ing'): CaptureBatchV1 {
-  const b: CaptureBatchV1 = { v: 1, instance, batch: String(batchNo + 1), requests_count: n, published_at_unix_nano: publishedAt(), requests: [], spans: [] };
-  for (const r of records(n)) {
-    const built = builder.buildRecord(r, instance);
-    b.requests.push(built.request);
-    b.spans.push(...built.spans);
-  }
-  return b;
-}
-
-async function publish(b: BatchV2 | CaptureBatchV1 | string, id?: string): Promise<void> {
-  const data = Buffer.from(typeof b === 'string' ? b : JSON.stringify(b));
-  await publisher.publish(data, id ?? (typeof b === 'string' ? `raw-${Math.random()}` : `${b.instance}/${b.batch}`), 5000);
-}
 
 async function count(q: string): Promise<number> {
   const rows = await store.query<{ n: string | number }>(q);
   return Number(rows[0]?.n ?? 0);
 }
 
-const requestsFinal = () => count(sql`SELECT count() AS n FROM ${table('sightline', 'requests')} FINAL WHERE instance = 'gw-ing'`);
+let gateways = 0;
+
+/** One test's gateway: its own instance name and team, its own batch and request numbers. */
+class Gateway {
+  readonly instance = `gw-ing-${++gateways}`;
+  #batch = 0;
+  #seq = 0;
+
+  /** A v2 batch of `n` requests (refused in parse, status 400), published `agoMs` ago. */
+  batch(n: number, agoMs = 0): CaptureBatchV2 {
+    const recs = Array.from({ length: n }, () => refusedRecord({ seq: ++this.#seq, team: this.instance }));
+    return batchOf(this.instance, ++this.#batch, recs, agoMs);
+  }
+
+  /** A v1 batch (prebuilt rows), as gateways before the record format published it. */
+  batchV1(n: number): CaptureBatchV1 {
+    const b: CaptureBatchV1 = { v: 1, instance: this.instance, batch: String(++this.#batch), requests_count: n, published_at_unix_nano: unixNanoAgo(), requests: [], spans: [] };
+    for (let i = 0; i < n; i++) {
+      const built = builder.buildRecord(refusedRecord({ seq: ++this.#seq, team: this.instance }), this.instance);
+      b.requests.push(built.request);
+      b.spans.push(...built.spans);
+    }
+    return b;
+  }
+
+  /** This instance's requests as readers see them (FINAL: a redelivered batch counts once). */
+  requests(): Promise<number> {
+    return count(sql`SELECT count() AS n FROM ${table('sightline', 'requests')} FINAL WHERE instance = ${this.instance}`);
+  }
+
+  /** Rows in the batch ledger for this instance (a batch written twice has two). */
+  ledgerRows(batch?: string): Promise<number> {
+    if (batch === undefined) return count(sql`SELECT count() AS n FROM ${table('sightline', 'ingest_batches')} WHERE instance = ${this.instance}`);
+    return count(sql`SELECT count() AS n FROM ${table('sightline', 'ingest_batches')} WHERE instance = ${this.instance} AND batch = ${Number(batch)}`);
+  }
+}
+
+async function publish(b: CaptureBatchV2 | CaptureBatchV1 | string, id?: string): Promise<void> {
+  const data = Buffer.from(typeof b === 'string' ? b : JSON.stringify(b));
+  await publisher.publish(data, id ?? (typeof b === 'string' ? `raw-${Math.random()}` : `${b.instance}/${b.batch}`), 5000);
+}
 
 async function pendingAcks(): Promise<number> {
   const jsm = await pubConn.jetstreamManager();
   const info = await jsm.consumers.info(STREAM_NAME, DURABLE_NAME);
   return info.num_pending + info.num_ack_pending;
+}
+
+/** The value of an unlabelled metric in a Prometheus text page. */
+function metricValue(page: string, name: string): number {
+  const line = page.split('\n').find((l) => l.startsWith(`${name} `));
+  return line === undefined ? Number.NaN : Number(line.slice(name.length + 1));
 }
 
 before(async () => {
@@ -110,42 +108,50 @@ after(async () => {
   await Promise.all([nats.dispose(), ch.dispose()]);
 });
 
-test('batches are written, then acknowledged; the ledger records each batch', async () => {
-  await publish(batch(3));
-  await publish(batch(2));
-  await waitFor('5 requests in ClickHouse', async () => (await requestsFinal()) === 5);
+test('batches are written, then acknowledged; the ledger records each batch and the lag is measured from the publish', async () => {
+  const gw = new Gateway();
+  // Published 5 s ago (as if they had waited in a spool): the lag must show it.
+  await publish(gw.batch(3, 5_000));
+  await publish(gw.batch(2, 5_000));
+  await waitFor('5 requests in ClickHouse', async () => (await gw.requests()) === 5);
   await waitFor('no message left unacknowledged', async () => (await pendingAcks()) === 0);
-  assert.equal(await count(sql`SELECT count() AS n FROM ${table('sightline', 'ingest_batches')} WHERE instance = 'gw-ing'`), 2);
-  assert.ok(ingester.stats.lastLagMs >= 0);
+  assert.equal(await gw.ledgerRows(), 2);
+  // Every write before the acks above is done, so the last lag is one of these two batches'.
+  assert.ok(ingester.stats.lastLagMs >= 5_000 && ingester.stats.lastLagMs < 60_000, `last lag ${ingester.stats.lastLagMs} ms`);
 });
 
 test('a batch delivered twice is counted once', async () => {
-  const b = batch(4);
+  const gw = new Gateway();
+  await publish(gw.batch(5));
+  const b = gw.batch(4);
   await publish(b, 'first-delivery');
   await publish(b, 'second-delivery-after-the-dedup-window');
-  await waitFor('both deliveries written', async () => (await count(sql`SELECT count() AS n FROM ${table('sightline', 'ingest_batches')} WHERE instance = 'gw-ing' AND batch = ${Number(b.batch)}`)) === 2);
-  assert.equal(await requestsFinal(), 9);
-  assert.equal(await count(sql`SELECT uniqExact(trace_id) AS n FROM ${table('sightline', 'requests')} WHERE instance = 'gw-ing'`), 9);
-  assert.equal(await count(sql`SELECT uniqExact(instance, batch) AS n FROM ${table('sightline', 'ingest_batches')} WHERE instance = 'gw-ing'`), 3);
+  await waitFor('both deliveries written', async () => (await gw.ledgerRows(b.batch)) === 2);
+  await waitFor('the other batch written', async () => (await gw.ledgerRows()) === 3);
+  assert.equal(await gw.requests(), 9);
+  assert.equal(await count(sql`SELECT uniqExact(trace_id) AS n FROM ${table('sightline', 'requests')} WHERE instance = ${gw.instance}`), 9);
+  assert.equal(await count(sql`SELECT uniqExact(instance, batch) AS n FROM ${table('sightline', 'ingest_batches')} WHERE instance = ${gw.instance}`), 2);
 });
 
 test('what is not a batch, and what ClickHouse keeps refusing, goes to the dead-letter subject; the rest is written', async () => {
+  const gw = new Gateway();
+  const jsm = await pubConn.jetstreamManager();
+  const deadBefore = (await jsm.streams.info(DEADLETTER_STREAM)).state.messages;
   const before = ingester.stats.deadLettered;
   // v1 rows ClickHouse refuses (a duration that is not a number).
-  const refused = batchV1(1);
+  const refused = gw.batchV1(1);
   (refused.spans[0] as unknown as Record<string, unknown>).duration_ns = 'not a number';
   // A v2 record of the wrong shape: refused before ClickHouse sees it.
-  const malformed = batch(2);
+  const malformed = gw.batch(2);
   (malformed.records[1] as unknown as Record<string, unknown>).t0 = 'yesterday';
-  const good = batch(2);
+  const good = gw.batch(2);
   await publish('this is not json');
   await publish(refused);
   await publish(malformed);
   await publish(good);
-  await waitFor('good batch written', async () => (await requestsFinal()) === 11);
+  await waitFor('good batch written', async () => (await gw.requests()) === 2);
   await waitFor('three dead letters', () => ingester.stats.deadLettered === before + 3, 20_000);
-  const jsm = await pubConn.jetstreamManager();
-  assert.equal((await jsm.streams.info(DEADLETTER_STREAM)).state.messages, 3);
+  assert.equal((await jsm.streams.info(DEADLETTER_STREAM)).state.messages, deadBefore + 3);
   await waitFor('nothing left unacknowledged', async () => (await pendingAcks()) === 0);
   for (const id of [refused.requests[0]!.trace_id, malformed.records[0]!.traceId, malformed.records[1]!.traceId]) {
     assert.equal(await count(sql`SELECT count() AS n FROM ${table('sightline', 'requests')} FINAL WHERE trace_id = ${id}`), 0);
@@ -153,15 +159,16 @@ test('what is not a batch, and what ClickHouse keeps refusing, goes to the dead-
 });
 
 test('v1 batches (prebuilt rows, e.g. left in a spool by an earlier gateway) are still written', async () => {
-  const old = batchV1(3);
+  const gw = new Gateway();
+  const old = gw.batchV1(3);
   await publish(old);
-  await waitFor('3 more requests in ClickHouse', async () => (await requestsFinal()) === 14);
+  await waitFor('3 requests in ClickHouse', async () => (await gw.requests()) === 3);
   const spans = await count(sql`SELECT count() AS n FROM ${table('sightline', 'spans')} WHERE has(${old.requests.map((r) => r.trace_id)}, trace_id)`);
   assert.equal(spans, old.spans.length);
 });
 
 test('rows built from v2 records carry the gateway\'s clock: start times within a second of the publish', async () => {
-  const b = batch(1);
+  const b = new Gateway().batch(1);
   await publish(b);
   const id = b.records[0]!.traceId;
   await waitFor('request written', async () => (await count(sql`SELECT count() AS n FROM ${table('sightline', 'requests')} WHERE trace_id = ${id}`)) === 1);
@@ -171,53 +178,110 @@ test('rows built from v2 records carry the gateway\'s clock: start times within 
   const startMs = Number(BigInt(rows[0]!.start_time_unix_nano) / 1_000_000n);
   assert.ok(Math.abs(startMs - Number(BigInt(b.published_at_unix_nano) / 1_000_000n)) < 1_000, `start ${startMs} vs published ${b.published_at_unix_nano}`);
   assert.equal(rows[0]!.seq, String(b.records[0]!.seq));
-  assert.ok(Number(rows[0]!.spans) >= 3, 'root and stage spans were built');
+  // A request refused in parse: the root and its three stages (ingress.read, parse, egress.write).
+  assert.equal(Number(rows[0]!.spans), 4);
 });
 
 test('while ClickHouse is down nothing is acknowledged; after it is back everything is written once', async () => {
+  const gw = new Gateway();
+  const failuresBefore = ingester.stats.writeFailures;
   await ch.stop();
-  const b1 = batch(3);
-  const b2 = batch(3);
-  await publish(b1);
-  await publish(b2);
-  await waitFor('a failed write', () => ingester.stats.writeFailures > 0, 10_000);
-  assert.ok((await pendingAcks()) >= 2, 'batches stay on the stream');
-  await ch.start();
-  await waitFor('all written after the restart', async () => (await requestsFinal()) === 21, 30_000);
+  try {
+    await publish(gw.batch(3));
+    await publish(gw.batch(3));
+    await waitFor('a failed write', () => ingester.stats.writeFailures > failuresBefore, 10_000);
+    assert.ok((await pendingAcks()) >= 2, 'batches stay on the stream');
+  } finally {
+    await ch.start();
+  }
+  await waitFor('all written after the restart', async () => (await gw.requests()) === 6, 30_000);
   await waitFor('acknowledged', async () => (await pendingAcks()) === 0, 10_000);
-  assert.equal(await count(sql`SELECT uniqExact(trace_id) AS n FROM ${table('sightline', 'requests')} WHERE instance = 'gw-ing'`), 21);
+  assert.equal(await count(sql`SELECT uniqExact(trace_id) AS n FROM ${table('sightline', 'requests')} WHERE instance = ${gw.instance}`), 6);
 });
 
 test('the per-minute rollup matches the requests table exactly, redeliveries included', async () => {
-  const b = batch(5);
+  const gw = new Gateway();
+  const b = gw.batch(5);
   await publish(b, 'rollup-1');
   await publish(b, 'rollup-1-redelivered');
-  await waitFor('both writes', async () => (await count(sql`SELECT count() AS n FROM ${table('sightline', 'ingest_batches')} WHERE instance = 'gw-ing' AND batch = ${Number(b.batch)}`)) === 2);
-  await rollup.flush();
+  await waitFor('both writes', async () => (await gw.ledgerRows(b.batch)) === 2);
+  // The gateway's team is its instance name: the rollup has no instance column.
+  const team = gw.instance;
   await waitFor('rollup caught up', async () => {
     await rollup.flush();
-    const raw = await count(sql`SELECT count() AS n FROM ${table('sightline', 'requests')} FINAL WHERE instance = 'gw-ing'`);
-    const rolled = await count(sql`SELECT sum(requests) AS n FROM ${table('sightline', 'requests_1m')} FINAL`);
-    return raw > 0 && raw === rolled;
+    const rolled = await count(sql`SELECT sum(requests) AS n FROM ${table('sightline', 'requests_1m')} FINAL WHERE team = ${team}`);
+    return rolled === 5;
   }, 20_000);
-  const errors = await count(sql`SELECT sum(errors) AS n FROM ${table('sightline', 'requests_1m')} FINAL`);
-  assert.equal(errors, await count(sql`SELECT countIf(http_status >= 400) AS n FROM ${table('sightline', 'requests')} FINAL`));
+  assert.equal(await gw.requests(), 5);
+  const errors = await count(sql`SELECT sum(errors) AS n FROM ${table('sightline', 'requests_1m')} FINAL WHERE team = ${team}`);
+  assert.equal(errors, await count(sql`SELECT countIf(http_status >= 400) AS n FROM ${table('sightline', 'requests')} FINAL WHERE team = ${team}`));
+  assert.equal(errors, 5);
   assert.equal(rollup.failed, 0);
 });
 
 test('retention drops daily partitions older than the setting, and nothing newer', async () => {
-  const old = batchV1(2);
-  const day = 86400;
-  const tenDaysAgo = Math.floor(Date.now() / 1000) - 10 * day;
+  const gw = new Gateway();
+  const old = gw.batchV1(2);
+  const recent = gw.batchV1(3);
+  const tenDaysAgo = Math.floor(Date.now() / 1000) - 10 * 86400;
   for (const r of old.requests) r.start_time = tenDaysAgo;
   for (const s of old.spans) s.start_time = tenDaysAgo;
-  await store.insert('requests', old.requests);
-  await store.insert('spans', old.spans);
-  const before = await count(sql`SELECT count() AS n FROM ${table('sightline', 'requests')}`);
+  await store.insert('requests', [...old.requests, ...recent.requests]);
+  await store.insert('spans', [...old.spans, ...recent.spans]);
+  const rows = () => count(sql`SELECT count() AS n FROM ${table('sightline', 'requests')} WHERE instance = ${gw.instance}`);
+  assert.equal(await rows(), 5);
   const dropped = await new Retention(store, 7).run();
   assert.ok(dropped >= 2, `dropped ${dropped}`);
-  const after = await count(sql`SELECT count() AS n FROM ${table('sightline', 'requests')}`);
-  assert.equal(after, before - 2);
+  assert.equal(await rows(), 3, 'the recent rows stay');
+  assert.equal(await count(sql`SELECT count() AS n FROM ${table('sightline', 'spans')} WHERE has(${old.requests.map((r) => r.trace_id)}, trace_id)`), 0);
   assert.equal(await new Retention(store, 7).run(), 0, 'nothing more to drop');
   assert.equal(await new Retention(store, 0).run(), 0, '0 keeps everything');
+});
+
+test('a message delivered again after an ingester died holding it is counted as redelivered, and written once', async () => {
+  const gw = new Gateway();
+  const bus = new MemoryBus({ ackWaitMs: 2_000 });
+  const b = gw.batch(2);
+  await bus.publish(Buffer.from(JSON.stringify(b)), `${b.instance}/${b.batch}`);
+  // A first ingester takes the message and dies before acknowledging it.
+  assert.equal((await bus.fetch(10, 100)).length, 1);
+  const second = new Ingester({ consumer: bus, store, name: 'ing-second', fetchWaitMs: 100 });
+  second.start();
+  try {
+    await waitFor('the batch written by the second ingester', async () => (await gw.requests()) === 2);
+    await waitFor('acknowledged', () => bus.pending === 0);
+    assert.equal(second.stats.redelivered, 1);
+    assert.equal(metricValue(renderIngesterMetrics(second), 'sightline_ingest_redelivered_total'), 1);
+  } finally {
+    await second.stop();
+    await bus.close();
+  }
+});
+
+test('lag observations beyond the bound, waiting for a scrape, are dropped and counted', async () => {
+  const gw = new Gateway();
+  const bus = new MemoryBus();
+  const lone = new Ingester({ consumer: bus, store, name: 'ing-unscraped', fetchWaitMs: 100, maxLagObservations: 2 });
+  lone.start();
+  try {
+    for (let i = 0; i < 3; i++) {
+      const b = gw.batch(1);
+      await bus.publish(Buffer.from(JSON.stringify(b)), `${b.instance}/${b.batch}`);
+    }
+    await waitFor('3 batches written', () => lone.stats.batches === 3);
+    assert.equal(lone.stats.lagObservationsDropped, 1);
+    let page = renderIngesterMetrics(lone);
+    assert.equal(metricValue(page, 'sightline_ingest_lag_observations_dropped_total'), 1);
+    assert.equal(metricValue(page, 'sightline_ingest_lag_seconds_histogram_count'), 2);
+    // The scrape emptied the buffer: the next observation is kept.
+    const b = gw.batch(1);
+    await bus.publish(Buffer.from(JSON.stringify(b)), `${b.instance}/${b.batch}`);
+    await waitFor('4 batches written', () => lone.stats.batches === 4);
+    page = renderIngesterMetrics(lone);
+    assert.equal(metricValue(page, 'sightline_ingest_lag_observations_dropped_total'), 1);
+    assert.equal(metricValue(page, 'sightline_ingest_lag_seconds_histogram_count'), 3);
+  } finally {
+    await lone.stop();
+    await bus.close();
+  }
 });

@@ -8,8 +8,8 @@
  */
 import { ConfigError, loadConfigFromEnv } from '@sightline/config';
 import { connectNats, MemoryBus, NatsConsumer, ResilientNatsPublisher, type BusConsumer, type BusPublisher } from '@sightline/bus';
-import { envInt, instanceId, onShutdown } from '@sightline/core';
-import { storeFromEnv, dataDir } from '@sightline/store';
+import { dataDir, envInt, instanceId, onShutdown } from '@sightline/core';
+import { storeFromEnv } from '@sightline/store';
 import { join } from 'node:path';
 import { startGateway } from '@sightline/app-gateway';
 import { startIngester } from '@sightline/app-ingester';

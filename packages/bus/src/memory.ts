@@ -2,7 +2,11 @@
  * The in-process bus for the one-machine setup: one publisher side and one consumer side
  * in the same process, with JetStream's delivery semantics where they matter to the
  * pipeline (message-id dedup window, explicit ack, redelivery after ack wait or nak).
+ * Like a JetStream stream with `discard: new` (nats.ts), it is bounded in messages and
+ * in bytes, and refuses what does not fit; the publisher (capture) then keeps the batch
+ * and retries, or spools it.
  */
+import { BusFullError, BusPayloadTooLargeError } from './errors.js';
 import type { BusConsumer, BusMessage, BusPublisher } from './types.js';
 
 export interface MemoryBusOptions {
@@ -12,6 +16,12 @@ export interface MemoryBusOptions {
   ackWaitMs?: number;
   /** Messages held at most; publishing beyond rejects. Default 100 000. */
   maxMessages?: number;
+  /**
+   * Bytes of message data held at most (published and not yet acknowledged); publishing
+   * beyond rejects. Capture batches are up to 512 KiB each (capture.batch_max_bytes), so
+   * the message bound alone would allow tens of GiB. Default 256 MiB.
+   */
+  maxBytes?: number;
 }
 
 interface Entry {
@@ -31,12 +41,16 @@ export class MemoryBus implements BusPublisher, BusConsumer {
   readonly #dupWindow: number;
   readonly #ackWait: number;
   readonly #max: number;
+  readonly #maxBytes: number;
+  #bytes = 0;
+  #refused = 0;
   #closed = false;
 
   constructor(opts: MemoryBusOptions = {}) {
     this.#dupWindow = opts.duplicateWindowMs ?? 120_000;
     this.#ackWait = opts.ackWaitMs ?? 30_000;
     this.#max = opts.maxMessages ?? 100_000;
+    this.#maxBytes = opts.maxBytes ?? 256 * 1024 * 1024;
   }
 
   /** Messages stored and not yet acknowledged. */
@@ -44,14 +58,37 @@ export class MemoryBus implements BusPublisher, BusConsumer {
     return this.#ready.length + this.#inFlight.size;
   }
 
+  /** Bytes of the messages stored and not yet acknowledged. */
+  get pendingBytes(): number {
+    return this.#bytes;
+  }
+
+  /** Publishes refused because a bound (messages or bytes) was reached, or the message could never fit. */
+  get refused(): number {
+    return this.#refused;
+  }
+
   async publish(data: Uint8Array, msgId: string): Promise<void> {
     if (this.#closed) throw new Error('bus closed');
     const now = Date.now();
     const seenAt = this.#seen.get(msgId);
     if (seenAt !== undefined && now - seenAt < this.#dupWindow) return;
-    if (this.pending >= this.#max) throw new Error('in-process bus is full');
+    const size = data.byteLength;
+    if (size > this.#maxBytes) {
+      this.#refused++;
+      throw new BusPayloadTooLargeError(`a message of ${size} bytes exceeds the in-process bus's maximum payload of ${this.#maxBytes} bytes`);
+    }
+    if (this.pending >= this.#max) {
+      this.#refused++;
+      throw new BusFullError(`in-process bus is full: ${this.pending} messages`);
+    }
+    if (this.#bytes + size > this.#maxBytes) {
+      this.#refused++;
+      throw new BusFullError(`in-process bus is full: ${this.#bytes} bytes held, ${size} more would exceed ${this.#maxBytes}`);
+    }
     this.#seen.set(msgId, now);
     if (this.#seen.size > 10_000) this.#pruneSeen(now);
+    this.#bytes += size;
     this.#ready.push({ data, msgId, deliveries: 0, timer: null });
     this.#wake();
   }
@@ -92,6 +129,7 @@ export class MemoryBus implements BusPublisher, BusConsumer {
         if (e.deliveries !== deliveries || !this.#inFlight.has(e)) return;
         if (e.timer !== null) clearTimeout(e.timer);
         this.#inFlight.delete(e);
+        this.#bytes -= e.data.byteLength;
       },
       nak: (delayMs = 0) => {
         if (e.deliveries !== deliveries || !this.#inFlight.has(e)) return;

@@ -1,8 +1,10 @@
 /**
  * NATS JetStream transport for capture batches.
  *
- * One stream (`SIGHTLINE_SPANS`) holds span batches on `sightline.spans.v1`. Publishers
- * set `Nats-Msg-Id` to the batch id so a publish retried after a timeout is stored once
+ * One stream (`SIGHTLINE_SPANS`) holds capture batches on `sightline.spans.v1`: finished
+ * request records, not spans (@sightline/core wire.ts). The names predate the record
+ * format and stay, since deployed streams and consumers carry them. Publishers set
+ * `Nats-Msg-Id` to the batch id so a publish retried after a timeout is stored once
  * (JetStream dedup, https://docs.nats.io/using-nats/developer/develop_jetstream/model_deep_dive#message-deduplication).
  * Ingesters share one durable pull consumer and ack explicitly after ClickHouse confirmed.
  */

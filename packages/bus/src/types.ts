@@ -1,7 +1,8 @@
 /**
- * The span bus: how capture batches travel from gateways to ingesters. In production it
- * is NATS JetStream; in the one-machine setup an in-process stand-in with the same
- * semantics (message-id dedup, explicit ack, redelivery of what was not acked).
+ * The bus: how capture batches (finished request records, @sightline/core wire.ts) travel
+ * from gateways to ingesters. In production it is NATS JetStream; in the one-machine
+ * setup an in-process stand-in with the same semantics (message-id dedup, explicit ack,
+ * redelivery of what was not acked).
  */
 
 export interface BusMessage {

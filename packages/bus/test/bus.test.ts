@@ -1,6 +1,6 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { MemoryBus, NatsPublisher, NatsConsumer, connectNats, ensureStream, STREAM_NAME, type BusConsumer, type BusPublisher } from '@sightline/bus';
+import { BusFullError, BusPayloadTooLargeError, MemoryBus, NatsPublisher, NatsConsumer, connectNats, ensureStream, STREAM_NAME, type BusConsumer, type BusPublisher } from '@sightline/bus';
 import { NatsServer } from '../../../test/support/servers.js';
 
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -50,6 +50,30 @@ contract(
   },
   2000,
 );
+
+test('the in-process bus holds a bounded number of bytes, not only of messages; what does not fit is refused and counted', async () => {
+  const bus = new MemoryBus({ maxBytes: 1000, maxMessages: 3 });
+  const bytes = (n: number) => new Uint8Array(n);
+  await bus.publish(bytes(600), 'a');
+  await bus.publish(bytes(600), 'a'); // a duplicate stores nothing, and takes no room
+  assert.equal(bus.pendingBytes, 600);
+  await assert.rejects(bus.publish(bytes(401), 'b'), (e: unknown) => e instanceof BusFullError && e.code === 'SL_BUS_FULL');
+  await assert.rejects(bus.publish(bytes(1001), 'huge'), (e: unknown) => e instanceof BusPayloadTooLargeError && e.code === 'MAX_PAYLOAD_EXCEEDED');
+  assert.equal(bus.refused, 2);
+  await bus.publish(bytes(400), 'c');
+  assert.deepEqual([bus.pending, bus.pendingBytes], [2, 1000]);
+  // Delivered but not acknowledged still holds its bytes (it may come back); an ack or a dead letter frees them.
+  const [a, c] = await bus.fetch(10, 100);
+  assert.equal(bus.pendingBytes, 1000);
+  await a!.ack();
+  await bus.deadLetter(c!, 'test');
+  assert.deepEqual([bus.pending, bus.pendingBytes], [0, 0]);
+  // The message bound still holds.
+  for (const id of ['d', 'e', 'f']) await bus.publish(bytes(1), id);
+  await assert.rejects(bus.publish(bytes(1), 'g'), BusFullError);
+  assert.equal(bus.refused, 3);
+  await bus.close();
+});
 
 let nats: NatsServer;
 contract(

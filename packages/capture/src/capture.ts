@@ -20,31 +20,7 @@ import type { CaptureConfig } from '@sightline/config';
 import type { RequestRecord } from './record.js';
 import { batchHead, toWire } from './wire.js';
 import { Spool, type SpoolEntry } from './spool.js';
-import type { CaptureSink } from './sink.js';
-
-export interface CaptureStats {
-  /** Records handed to capture. */
-  recorded: number;
-  /** Requests in batches JetStream acknowledged (directly or replayed from the spool). */
-  published: number;
-  /** Batches JetStream acknowledged. */
-  publishedBatches: number;
-  /** Publish attempts that failed or timed out (each is retried). */
-  publishFailures: number;
-  /** Requests written to the disk spool. */
-  spooled: number;
-  /** Requests published from the disk spool. */
-  replayed: number;
-  /** Requests whose capture was dropped (queue and spool full, or unbuildable). */
-  dropped: number;
-  /** Requests waiting in memory: not yet built, or built and not yet acknowledged or spooled. */
-  queued: number;
-  /** Batches NATS refused for good (over its max payload), dropped. */
-  refused: number;
-  /** Batches in the disk spool. */
-  spoolBatches: number;
-  spoolBytes: number;
-}
+import type { CaptureSink, CaptureStats } from './sink.js';
 
 interface OutBatch {
   id: string;

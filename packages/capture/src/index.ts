@@ -1,12 +1,8 @@
 export { RequestRecord, keepResponseChunk, RESPONSE_KEEP_BYTES } from './record.js';
-export type { Dialect, AttemptInfo } from './record.js';
-export { SpanBuilder, stageIntervals } from './spans.js';
-export type { BuiltRequest, StageInterval, StageMarks, SpanBuilderOptions } from './spans.js';
-export { toWire, decodeBatch, checkWireRecord, batchHead, BadBatchError } from './wire.js';
-export type { WireRecord, DecodedBatch } from './wire.js';
+export { toWire, batchHead } from './wire.js';
 export { extractUsage, hasTokenDelta } from './usage.js';
 export type { Usage } from './usage.js';
 export { Capture } from './capture.js';
-export type { CaptureOptions, CaptureStats } from './capture.js';
-export type { CaptureSink } from './sink.js';
+export type { CaptureOptions } from './capture.js';
+export type { CaptureSink, CaptureStats } from './sink.js';
 export { Spool } from './spool.js';

@@ -1,29 +1,14 @@
 /**
  * The per-request record: a fixed-shape object whose fields the gateway writes as the
  * request moves through its stages. Recording a stage is writing `now()` into a field —
- * no await, no closure, no allocation (../shared/BRIEF.md, hot-path rule 1). It is
- * serialised only after the response has been sent (wire.ts); the ingester builds the
- * spans from it (spans.ts).
+ * no await, no closure, no allocation: nothing on the request path waits for capture
+ * (docs/architecture.md, "The request path"). It is serialised only after the response
+ * has been sent (wire.ts); the ingester builds the spans from it (@sightline/spans).
  *
  * Every field is declared here with its initial value so V8 gives all records one
  * hidden class.
  */
-import type { StageName } from '@sightline/core';
-
-export type Dialect = 'openai' | 'anthropic';
-
-/** One upstream attempt that did not become the response (retried or fallen back from). */
-export interface AttemptInfo {
-  provider: string;
-  model: string;
-  upstreamHost: string;
-  start: number;
-  end: number;
-  /** Provider status, 0 when none arrived. */
-  status: number;
-  errorType: string;
-  errorMessage: string;
-}
+import type { AttemptInfo, Dialect, StageName } from '@sightline/core';
 
 export class RequestRecord {
   /** Per-instance request number, from 1: lets readers tell a gap from a quiet minute. */

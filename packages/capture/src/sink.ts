@@ -1,6 +1,34 @@
-/** What the gateway hands finished requests to (Capture; a test may pass its own). */
-import type { CaptureStats } from './capture.js';
+/**
+ * What the gateway hands finished requests to: Capture (capture.ts), or a test's own.
+ * The interface and its counters live here, apart from the implementation, so that
+ * code holding a sink does not import the queue (and the queue imports this file, not
+ * the other way round).
+ */
 import type { RequestRecord } from './record.js';
+
+export interface CaptureStats {
+  /** Records handed to capture. */
+  recorded: number;
+  /** Requests in batches JetStream acknowledged (directly or replayed from the spool). */
+  published: number;
+  /** Batches JetStream acknowledged. */
+  publishedBatches: number;
+  /** Publish attempts that failed or timed out (each is retried). */
+  publishFailures: number;
+  /** Requests written to the disk spool. */
+  spooled: number;
+  /** Requests published from the disk spool. */
+  replayed: number;
+  /** Requests whose capture was dropped (queue and spool full, or unbuildable). */
+  dropped: number;
+  /** Requests waiting in memory: not yet built, or built and not yet acknowledged or spooled. */
+  queued: number;
+  /** Batches NATS refused for good (over its max payload), dropped. */
+  refused: number;
+  /** Batches in the disk spool. */
+  spoolBatches: number;
+  spoolBytes: number;
+}
 
 export interface CaptureSink {
   /** Hands a finished request to capture. Never throws, never waits. */

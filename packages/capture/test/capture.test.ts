@@ -1,98 +1,25 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RequestRecord, SpanBuilder, stageIntervals, extractUsage, hasTokenDelta, keepResponseChunk, Capture, RESPONSE_KEEP_BYTES, decodeBatch } from '@sightline/capture';
+import { RequestRecord, extractUsage, hasTokenDelta, keepResponseChunk, Capture, RESPONSE_KEEP_BYTES, toWire } from '@sightline/capture';
 import { MemoryBus, type BusPublisher } from '@sightline/bus';
-import { newSpanId, newTraceId, now, STAGES, ATTEMPT_SPAN } from '@sightline/core';
+import type { CaptureBatchV2 } from '@sightline/core';
 import type { CaptureConfig } from '@sightline/config';
+import { servedRecord } from '../../../test/support/records.js';
 
-function fullRecord(): RequestRecord {
-  const r = new RequestRecord();
-  const t = now();
-  r.seq = 7;
-  r.traceId = newTraceId();
-  r.rootSpanId = newSpanId();
-  r.t0 = t;
-  r.tBody = t + 0.01;
-  r.tParsed = t + 0.02;
-  r.tAuth = t + 0.021;
-  r.tRouted = t + 0.022;
-  r.tBuilt = t + 0.03;
-  r.tConnected = t + 0.5;
-  r.tSent = t + 0.51;
-  r.tFirstByte = t + 100;
-  r.tLastByte = t + 150;
-  r.tEnd = t + 150.01;
-  r.tFirstWrite = t + 100.001;
-  r.tFinish = t + 150.05;
-  r.method = 'POST';
-  r.route = '/v1/chat/completions';
-  r.model = 'gpt-4o';
-  r.upstreamModel = 'gpt-4o';
-  r.provider = 'openai';
-  r.team = 'search';
-  r.status = 200;
-  r.upstreamStatus = 200;
-  return r;
-}
-
-test('stages partition the request: contiguous, ordered, summing to the total', () => {
-  const r = fullRecord();
-  r.newConnection = true;
-  const st = stageIntervals(r);
-  assert.deepEqual(st.map((s) => s.name), ['ingress.read', 'parse', 'auth', 'route', 'translate.request', 'upstream.connect', 'upstream.send', 'upstream.wait', 'upstream.stream', 'translate.response', 'egress.write']);
-  assert.equal(st[0]!.start, r.t0);
-  assert.equal(st.at(-1)!.end, r.tFinish);
-  for (let i = 1; i < st.length; i++) assert.equal(st[i]!.start, st[i - 1]!.end);
-  assert.ok(st.every((s) => !s.failed));
-
-  r.newConnection = false;
-  const reused = stageIntervals(r);
-  assert.ok(!reused.some((s) => s.name === 'upstream.connect'));
-  assert.equal(reused.find((s) => s.name === 'upstream.send')?.start, r.tBuilt);
-});
-
-test('a request that failed in parse closes parse at the error reply and flags it', () => {
-  const r = new RequestRecord();
-  r.t0 = 1000;
-  r.tBody = 1001;
-  r.tEnd = 1002;
-  r.tFinish = 1003;
-  const st = stageIntervals(r);
-  assert.deepEqual(st.map((s) => [s.name, s.start, s.end, s.failed]), [
-    ['ingress.read', 1000, 1001, false],
-    ['parse', 1001, 1002, true],
-    ['egress.write', 1002, 1003, false],
-  ]);
-  r.failedStage = 'route';
-  r.tParsed = 1001.5;
-  r.tAuth = 1001.6;
-  const st2 = stageIntervals(r);
-  assert.equal(st2.find((s) => s.failed)?.name, 'route');
-});
-
-test('a stream cut short records the tokens seen so far and says so', () => {
-  const r = fullRecord();
-  r.stream = true;
-  r.partial = true;
-  r.aborted = true;
-  r.responseChunks = [Buffer.from('data: {"model":"m","choices":[{"delta":{"role":"assistant","content":""}}]}\n\ndata: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"choices":[{"delta":{"content":"b"}}]}\n\ndata: {"choices":[{"delta":{"content":"c"}}]}\n\n')];
-  const { request } = new SpanBuilder().buildRecord(r, 'gw');
-  assert.equal(request.output_tokens, 3);
-  assert.equal(request.usage_partial, 1);
-  assert.equal(request.aborted, 1);
-});
-
-test('a stream aborted by the client ends in a failed upstream.stream', () => {
-  const r = fullRecord();
-  r.stream = true;
-  r.tLastByte = 0;
-  r.tEnd = 0;
-  r.aborted = true;
-  const st = stageIntervals(r);
-  const last = st.at(-1)!;
-  assert.equal(last.name, 'upstream.stream');
-  assert.equal(last.failed, true);
-  assert.equal(last.end, r.tFinish);
+test('the published record carries the fields and marks, and the usage read from the response, not the body', () => {
+  const r = servedRecord({ seq: 42 });
+  r.attempts = [{ provider: 'p', model: 'gpt-4o', upstreamHost: 'h', start: r.tBuilt, end: r.tBuilt + 1, status: 503, errorType: 'upstream_error', errorMessage: 'provider p answered 503' }];
+  r.responseChunks = [Buffer.from(JSON.stringify({ model: 'gpt-4o-2024-08-06', usage: { prompt_tokens: 3, completion_tokens: 4 } }))];
+  const w = toWire(r);
+  assert.deepEqual([w.seq, w.traceId, w.t0, w.tFinish, w.model, w.status, w.attempts], [42, r.traceId, r.t0, r.tFinish, 'gpt-4o', 200, r.attempts]);
+  assert.deepEqual([w.responseModel, w.inputTokens, w.outputTokens, w.usageFound], ['gpt-4o-2024-08-06', 3, 4, true]);
+  assert.ok(!('responseChunks' in w) && !JSON.stringify(w).includes('prompt_tokens'));
+  // A stream cut short counts a token per delta seen.
+  const cut = servedRecord();
+  cut.stream = true;
+  cut.partial = true;
+  cut.responseChunks = [Buffer.from('data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"choices":[{"delta":{"content":"b"}}]}\n\n')];
+  assert.deepEqual([toWire(cut).outputTokens, toWire(cut).usageFound], [2, true]);
 });
 
 test('usage from OpenAI and Anthropic, JSON and SSE', () => {
@@ -171,52 +98,6 @@ test('kept response bytes are bounded and keep the first and last chunks', () =>
   assert.equal(r.responseBytes, 5 + 100 * 4096 + 4);
 });
 
-test('span builder: one root and one child per stage, ids and timings consistent', () => {
-  const r = fullRecord();
-  r.responseChunks = [Buffer.from(JSON.stringify({ model: 'gpt-4o-2024-08-06', usage: { prompt_tokens: 3, completion_tokens: 4 } }))];
-  const b = new SpanBuilder();
-  const { request, spans } = b.buildRecord(r, 'gw-test');
-  const root = spans.find((s) => s.is_root === 1)!;
-  assert.equal(root.trace_id, r.traceId);
-  assert.equal(root.parent_span_id, '');
-  assert.equal(root.name, 'chat gpt-4o');
-  assert.equal(request.span_id, root.span_id);
-  const stageNames: readonly string[] = STAGES;
-  const children = spans.filter((s) => stageNames.includes(s.name));
-  assert.equal(children.length, 10);
-  const attempts = spans.filter((s) => s.name === ATTEMPT_SPAN);
-  assert.equal(attempts.length, 1);
-  assert.equal(attempts[0]!.parent_span_id, root.span_id);
-  assert.equal(spans.length, 12);
-  assert.ok(children.every((c) => c.parent_span_id === root.span_id && c.trace_id === r.traceId));
-  const sum = children.reduce((a, c) => a + BigInt(c.duration_ns), 0n);
-  assert.equal(sum, BigInt(root.duration_ns));
-  assert.equal(request.total_ns, root.duration_ns);
-  const wait = BigInt(children.find((c) => c.name === 'upstream.wait')!.duration_ns);
-  const streamNs = BigInt(children.find((c) => c.name === 'upstream.stream')!.duration_ns);
-  assert.equal(BigInt(request.upstream_ns), wait + streamNs);
-  assert.equal(BigInt(request.gateway_ns) + BigInt(request.upstream_ns), BigInt(request.total_ns));
-  assert.equal(request.input_tokens, 3);
-  assert.equal(request.output_tokens, 4);
-  assert.equal(request.response_model, 'gpt-4o-2024-08-06');
-  assert.equal(request.seq, '7');
-  const attrs = Object.fromEntries(root.attr_keys.map((k, i) => [k, root.attr_values[i]]));
-  assert.equal(attrs['gen_ai.request.model'], 'gpt-4o');
-  assert.equal(attrs['gen_ai.provider.name'], 'openai');
-  assert.equal(attrs['gen_ai.usage.output_tokens'], '4');
-  assert.equal(attrs['gen_ai.operation.name'], 'chat');
-});
-
-test('an incoming traceparent makes the root a child of the caller span', () => {
-  const r = fullRecord();
-  r.traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
-  r.parentSpanId = '00f067aa0ba902b7';
-  const { spans } = new SpanBuilder().buildRecord(r, 'gw');
-  const root = spans.find((s) => s.is_root === 1)!;
-  assert.equal(root.trace_id, '4bf92f3577b34da6a3ce929d0e0e4736');
-  assert.equal(root.parent_span_id, '00f067aa0ba902b7');
-});
-
 const cfg = (over: Partial<CaptureConfig> = {}): CaptureConfig => ({
   enabled: true, batchMaxRequests: 10, batchMaxBytes: 512 * 1024, flushIntervalMs: 5, queueMaxRequests: 100, maxInFlight: 2, publishTimeoutMs: 1000, spoolDir: null, spoolMaxBytes: 1024 ** 3, ...over,
 });
@@ -224,18 +105,17 @@ const cfg = (over: Partial<CaptureConfig> = {}): CaptureConfig => ({
 test('capture batches records and publishes each batch once with a message id', async () => {
   const bus = new MemoryBus();
   const cap = new Capture({ instance: 'gw-a', config: cfg(), publisher: bus });
-  for (let i = 0; i < 25; i++) cap.record(fullRecord());
+  for (let i = 1; i <= 25; i++) cap.record(servedRecord({ seq: i }));
   const left = await cap.flush(5000);
   assert.equal(left, 0);
   assert.equal(cap.stats.published, 25);
   assert.equal(cap.stats.queued, 0);
   const msgs = await bus.fetch(100, 100);
   assert.equal(msgs.length, 3);
-  const builder = new SpanBuilder();
-  const batches = msgs.map((m) => decodeBatch(m.data, builder));
-  assert.deepEqual(batches.map((b) => b.requests.length), [10, 10, 5]);
+  const batches = msgs.map((m) => JSON.parse(Buffer.from(m.data).toString('utf8')) as CaptureBatchV2);
+  assert.deepEqual(batches.map((b) => [b.v, b.instance, b.batch, b.requests_count, b.records.length]), [[2, 'gw-a', '1', 10, 10], [2, 'gw-a', '2', 10, 10], [2, 'gw-a', '3', 5, 5]]);
   assert.deepEqual(msgs.map((m) => m.msgId), ['gw-a/1', 'gw-a/2', 'gw-a/3']);
-  assert.equal(batches.reduce((a, b) => a + b.spans.length, 0), 25 * 12); // root, 10 stages, 1 attempt
+  assert.deepEqual(batches.flatMap((b) => b.records.map((r) => r.seq)), Array.from({ length: 25 }, (_, i) => i + 1));
 });
 
 test('a failing publisher is retried until it succeeds; nothing is lost', async () => {
@@ -250,7 +130,7 @@ test('a failing publisher is retried until it succeeds; nothing is lost', async 
   };
   const errors: unknown[] = [];
   const cap = new Capture({ instance: 'gw-b', config: cfg({ maxInFlight: 1 }), publisher: flaky, onError: (e) => errors.push(e) });
-  for (let i = 0; i < 5; i++) cap.record(fullRecord());
+  for (let i = 0; i < 5; i++) cap.record(servedRecord());
   const left = await cap.flush(10_000);
   assert.equal(left, 0);
   assert.equal(cap.stats.published, 5);
@@ -262,7 +142,7 @@ test('a failing publisher is retried until it succeeds; nothing is lost', async 
 test('when the queue is full, records are dropped and counted', async () => {
   const never: BusPublisher = { publish: () => Promise.reject(new Error('down')), close: async () => {} };
   const cap = new Capture({ instance: 'gw-c', config: cfg({ queueMaxRequests: 20 }), publisher: never });
-  for (let i = 0; i < 50; i++) cap.record(fullRecord());
+  for (let i = 0; i < 50; i++) cap.record(servedRecord());
   assert.equal(cap.stats.recorded, 50);
   assert.equal(cap.stats.dropped, 30);
   const left = await cap.close(300);
@@ -286,7 +166,7 @@ test('batches stay under the byte bound, and a batch NATS refuses for good is dr
   const cap = new Capture({ instance: 'gw-b', config: cfg({ batchMaxRequests: 1000, batchMaxBytes: 40 * 1024, maxInFlight: 1 }), publisher: pub });
   for (let i = 0; i < 60; i++) {
     // ~1.9 and ~2.9 KB records (a non-ASCII message: the bound counts bytes, not characters).
-    const r = fullRecord();
+    const r = servedRecord();
     r.errorMessage = (i % 2 === 0 ? 'e' : 'é').repeat(1000);
     cap.record(r);
   }
@@ -296,4 +176,15 @@ test('batches stay under the byte bound, and a batch NATS refuses for good is dr
   assert.equal(cap.stats.published + cap.stats.dropped, 60);
   const msgs = await bus.fetch(1000, 50);
   assert.ok(msgs.length >= 2, 'several batches');
+});
+
+test('a batch larger than the in-process bus can ever hold is refused for good and counted, not retried', async () => {
+  const bus = new MemoryBus({ maxBytes: 4 * 1024 });
+  const cap = new Capture({ instance: 'gw-m', config: cfg({ batchMaxRequests: 100 }), publisher: bus });
+  for (let i = 0; i < 10; i++) cap.record(servedRecord()); // ~10 KB in one batch
+  assert.equal(await cap.flush(5000), 0);
+  assert.deepEqual([cap.stats.refused, cap.stats.dropped, cap.stats.publishFailures, bus.refused], [1, 10, 0, 1]);
+  cap.record(servedRecord());
+  await cap.flush(5000);
+  assert.equal(cap.stats.published, 1);
 });

@@ -5,24 +5,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Capture, RequestRecord, Spool } from '@sightline/capture';
 import { MemoryBus, type BusPublisher } from '@sightline/bus';
-import { newTraceId, now } from '@sightline/core';
 import type { CaptureConfig } from '@sightline/config';
 import { waitFor } from '../../../test/support/servers.js';
+import { refusedRecord } from '../../../test/support/records.js';
 
 const cfg: CaptureConfig = { enabled: true, batchMaxRequests: 5, batchMaxBytes: 512 * 1024, flushIntervalMs: 5, queueMaxRequests: 1000, maxInFlight: 2, publishTimeoutMs: 500, spoolDir: null, spoolMaxBytes: 1 << 30 };
 
-function rec(seq: number): RequestRecord {
-  const r = new RequestRecord();
-  const t = now();
-  r.seq = seq;
-  r.traceId = newTraceId();
-  r.t0 = t;
-  r.tBody = t + 0.01;
-  r.tEnd = t + 0.02;
-  r.tFinish = t + 0.03;
-  r.status = 400;
-  return r;
-}
+const rec = (seq: number): RequestRecord => refusedRecord({ seq });
 
 /** A publisher over a MemoryBus that can be switched off and on, like NATS going away. */
 class Switchable implements BusPublisher {

@@ -1,8 +1,10 @@
 /**
- * Process-level helpers shared by the apps: an instance id and a one-time shutdown.
+ * Process-level helpers shared by the apps: an instance id, a one-time shutdown, the
+ * local data directory and integer settings from the environment.
  */
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
+import { resolve } from 'node:path';
 
 /**
  * `host-pid-nonce`. The nonce keeps ids unique across restarts that reuse a pid, which
@@ -45,4 +47,14 @@ export function envInt(name: string, fallback: number): number {
   const n = Number(v);
   if (!Number.isInteger(n)) throw new Error(`environment variable ${name} must be an integer, got "${v}"`);
   return n;
+}
+
+/**
+ * The directory for local data (SIGHTLINE_DATA_DIR, default ./data): the embedded
+ * ClickHouse engine's files and the gateways' capture spools. Here rather than in the
+ * store so that the gateway, which never opens a store, can place its spool.
+ */
+export function dataDir(): string {
+  const d = process.env.SIGHTLINE_DATA_DIR;
+  return resolve(d !== undefined && d !== '' ? d : 'data');
 }

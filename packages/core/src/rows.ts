@@ -98,7 +98,7 @@ export interface RequestRow {
 /**
  * A bus message of format v1: prebuilt rows, as gateways before the v2 record format
  * published them (a gateway's disk spool may still hold some). Current gateways publish
- * v2, finished request records the ingester builds spans from (capture/src/wire.ts).
+ * v2, finished request records the ingester builds spans from (wire.ts).
  */
 export interface CaptureBatchV1 {
   v: 1;

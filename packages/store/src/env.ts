@@ -5,13 +5,9 @@
  *   engine (chdb) with data under SIGHTLINE_DATA_DIR (default ./data)/clickhouse.
  */
 import { mkdirSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
+import { dataDir } from '@sightline/core';
 import { ChdbStore, ClickHouseServerStore, type Store } from './store.js';
-
-export function dataDir(): string {
-  const d = process.env.SIGHTLINE_DATA_DIR;
-  return resolve(d !== undefined && d !== '' ? d : 'data');
-}
 
 export async function storeFromEnv(): Promise<Store> {
   const url = process.env.CLICKHOUSE_URL;

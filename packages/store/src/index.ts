@@ -5,4 +5,4 @@ export type { Store, ClickHouseServerOptions, ChdbOptions } from './store.js';
 export { migrate, readMigrations, splitStatements, MIGRATIONS_DIR } from './migrate.js';
 export type { Migration, MigrationResult } from './migrate.js';
 export { StoreError } from './errors.js';
-export { storeFromEnv, dataDir } from './env.js';
+export { storeFromEnv } from './env.js';

@@ -1,10 +1,11 @@
 /**
- * Turns a finished request (a WireRecord, wire.ts) into OpenTelemetry spans and a request
- * row, in the ingester, off the request path. Spans are made with
+ * Turns a finished request (a WireRecord, @sightline/core wire.ts) into OpenTelemetry
+ * spans and a request row, in the ingester, off the request path. Spans are made with
  * @opentelemetry/sdk-trace-base (so they follow the OTel data model: ids, kinds, status,
- * attributes, HrTime) and the GenAI semantic
- * conventions (https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/), then
- * flattened into `spans` rows.
+ * attributes, HrTime) and the GenAI semantic conventions
+ * (https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/), then flattened into
+ * `spans` rows. The gateway never loads this package, nor the SDK: it publishes records,
+ * not spans (test/layout.test.ts checks).
  *
  * Stage spans partition the request: each starts where the previous one ended, from the
  * request's first mark to its last, so they add up to its total exactly.
@@ -18,9 +19,8 @@ import {
   type ReadableSpan,
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
-import { ATTEMPT_SPAN, markDiffNs, markToUnixNano, type RequestRow, type SpanRow, type SpanStatus, type StageName } from '@sightline/core';
-import type { RequestRecord } from './record.js';
-import { toWire, type WireRecord } from './wire.js';
+import { ATTEMPT_SPAN, markDiffNs, markToUnixNano, type RequestRow, type SpanRow, type SpanStatus, type StageName, type WireRecord } from '@sightline/core';
+import { toWire, type RequestRecord } from '@sightline/capture';
 
 /** Unix time of this process's monotonic origin. */
 const LOCAL_ORIGIN_NS = markToUnixNano(0);
@@ -170,14 +170,17 @@ export class SpanBuilder {
     this.#tracer = provider.getTracer('sightline-gateway', opts.version ?? '0.1.0');
   }
 
-  /** The request row and spans of a record made in this process (tools and tests). */
+  /**
+   * The request row and spans of a record made in this process (tools and tests): the
+   * record goes through the same encoding the gateway publishes (toWire).
+   */
   buildRecord(r: RequestRecord, instance: string): BuiltRequest {
     return this.build(toWire(r), instance, LOCAL_ORIGIN_NS);
   }
 
   /**
    * The request row and spans of one finished request from gateway `instance`, whose
-   * monotonic origin is at Unix nanosecond `originNs` (wire.ts).
+   * monotonic origin is at Unix nanosecond `originNs` (the batch's `origin_unix_nano`).
    */
   build(r: WireRecord, instance: string, originNs: bigint): BuiltRequest {
     let origin = this.#origin;

@@ -1,0 +1,98 @@
+/**
+ * Reading capture messages (@sightline/core wire.ts) in the ingester: checks each v2
+ * record's shape, builds its request row and spans (spans.ts), and passes v1 messages'
+ * prebuilt rows through. Anything that is not a well-formed batch is a BadBatchError,
+ * which the ingester dead-letters.
+ */
+import type { CaptureBatchV1, RequestRow, SpanRow, WireRecord } from '@sightline/core';
+import { STAGES } from '@sightline/core';
+import { BadBatchError } from './errors.js';
+import type { SpanBuilder } from './spans.js';
+
+/** A bus message read back: its rows, ready for ClickHouse. */
+export interface DecodedBatch {
+  v: 1 | 2;
+  instance: string;
+  batch: string;
+  published_at_unix_nano: string;
+  requests: RequestRow[];
+  spans: SpanRow[];
+}
+
+const NUMBER_FIELDS = [
+  'seq', 't0', 'tBody', 'tParsed', 'tAuth', 'tRouted', 'tBuilt', 'tAttempt', 'tConnected', 'tSent', 'tFirstByte', 'tFirstToken', 'tLastByte', 'tEnd', 'tFirstWrite', 'tFinish',
+  'status', 'upstreamStatus', 'requestBytes', 'responseBytes', 'inputTokens', 'outputTokens', 'cacheReadTokens', 'cacheWriteTokens',
+] as const;
+const STRING_FIELDS = [
+  'traceId', 'parentSpanId', 'rootSpanId', 'method', 'route', 'dialect', 'model', 'upstreamModel', 'provider', 'upstreamHost', 'team', 'errorType', 'errorMessage', 'responseModel',
+] as const;
+const BOOLEAN_FIELDS = ['newConnection', 'partial', 'stream', 'aborted', 'usageFound'] as const;
+const ATTEMPT_NUMBERS = ['start', 'end', 'status'] as const;
+const ATTEMPT_STRINGS = ['provider', 'model', 'upstreamHost', 'errorType', 'errorMessage'] as const;
+const STAGE_SET: ReadonlySet<string> = new Set(STAGES);
+const HEX32 = /^[0-9a-f]{32}$/;
+const HEX16 = /^[0-9a-f]{16}$/;
+
+/** Checks that a parsed value has a WireRecord's shape; throws BadBatchError naming the first bad field. */
+export function checkWireRecord(x: unknown, i: number): WireRecord {
+  const bad = (what: string): never => {
+    throw new BadBatchError(`record ${i}: ${what}`);
+  };
+  if (typeof x !== 'object' || x === null || Array.isArray(x)) return bad('not an object');
+  const o = x as Record<string, unknown>;
+  for (const k of NUMBER_FIELDS) if (typeof o[k] !== 'number' || !Number.isFinite(o[k])) bad(`${k} is not a finite number`);
+  for (const k of STRING_FIELDS) if (typeof o[k] !== 'string') bad(`${k} is not a string`);
+  for (const k of BOOLEAN_FIELDS) if (typeof o[k] !== 'boolean') bad(`${k} is not a boolean`);
+  if (!HEX32.test(o.traceId as string)) bad('traceId is not 32 lowercase hex digits');
+  if (!HEX16.test(o.rootSpanId as string)) bad('rootSpanId is not 16 lowercase hex digits');
+  if (o.parentSpanId !== '' && !HEX16.test(o.parentSpanId as string)) bad('parentSpanId is not 16 lowercase hex digits');
+  if (o.failedStage !== null && !STAGE_SET.has(o.failedStage as string)) bad('failedStage is not a stage name');
+  if (o.attempts !== null) {
+    if (!Array.isArray(o.attempts)) return bad('attempts is not an array');
+    for (const a of o.attempts as unknown[]) {
+      if (typeof a !== 'object' || a === null) bad('an attempt is not an object');
+      const ao = a as Record<string, unknown>;
+      for (const k of ATTEMPT_NUMBERS) if (typeof ao[k] !== 'number' || !Number.isFinite(ao[k])) bad(`attempt ${k} is not a finite number`);
+      for (const k of ATTEMPT_STRINGS) if (typeof ao[k] !== 'string') bad(`attempt ${k} is not a string`);
+    }
+  }
+  return o as unknown as WireRecord;
+}
+
+const DECIMAL = /^\d{1,20}$/;
+
+/**
+ * Reads a bus message (v1 or v2) into rows; for v2, builds each record's request row and
+ * spans with `builder`. Throws BadBatchError for anything that is not a well-formed batch.
+ */
+export function decodeBatch(data: Uint8Array, builder: SpanBuilder): DecodedBatch {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8'));
+  } catch (e) {
+    throw new BadBatchError(`not JSON: ${(e as Error).message}`);
+  }
+  if (typeof parsed !== 'object' || parsed === null) throw new BadBatchError('not a JSON object');
+  const b = parsed as Record<string, unknown>;
+  if (typeof b.instance !== 'string' || typeof b.batch !== 'string') throw new BadBatchError('instance and batch must be strings');
+  const published = typeof b.published_at_unix_nano === 'string' && DECIMAL.test(b.published_at_unix_nano) ? b.published_at_unix_nano : '0';
+  if (b.v === 1) {
+    const v1 = b as unknown as CaptureBatchV1;
+    if (!Array.isArray(v1.requests) || !Array.isArray(v1.spans)) throw new BadBatchError('a v1 batch needs requests and spans arrays');
+    return { v: 1, instance: v1.instance, batch: v1.batch, published_at_unix_nano: published, requests: v1.requests, spans: v1.spans };
+  }
+  if (b.v !== 2) throw new BadBatchError(`unknown capture batch version ${JSON.stringify(b.v)}`);
+  if (typeof b.origin_unix_nano !== 'string' || !DECIMAL.test(b.origin_unix_nano)) throw new BadBatchError('origin_unix_nano must be a decimal string');
+  if (!Array.isArray(b.records)) throw new BadBatchError('a v2 batch needs a records array');
+  const origin = BigInt(b.origin_unix_nano);
+  const requests: RequestRow[] = [];
+  const spans: SpanRow[] = [];
+  const records = b.records as unknown[];
+  for (let i = 0; i < records.length; i++) {
+    const w = checkWireRecord(records[i], i);
+    const built = builder.build(w, b.instance, origin);
+    requests.push(built.request);
+    for (const s of built.spans) spans.push(s);
+  }
+  return { v: 2, instance: b.instance, batch: b.batch, published_at_unix_nano: published, requests, spans };
+}

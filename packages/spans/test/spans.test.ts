@@ -1,0 +1,166 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { RequestRecord, Capture } from '@sightline/capture';
+import { SpanBuilder, stageIntervals, decodeBatch, BadBatchError } from '@sightline/spans';
+import { MemoryBus } from '@sightline/bus';
+import { STAGES, ATTEMPT_SPAN } from '@sightline/core';
+import type { CaptureConfig } from '@sightline/config';
+import { batchOf, servedRecord } from '../../../test/support/records.js';
+
+test('stages partition the request: contiguous, ordered, summing to the total', () => {
+  const r = servedRecord();
+  r.newConnection = true;
+  const st = stageIntervals(r);
+  assert.deepEqual(st.map((s) => s.name), ['ingress.read', 'parse', 'auth', 'route', 'translate.request', 'upstream.connect', 'upstream.send', 'upstream.wait', 'upstream.stream', 'translate.response', 'egress.write']);
+  assert.equal(st[0]!.start, r.t0);
+  assert.equal(st.at(-1)!.end, r.tFinish);
+  for (let i = 1; i < st.length; i++) assert.equal(st[i]!.start, st[i - 1]!.end);
+  assert.ok(st.every((s) => !s.failed));
+
+  r.newConnection = false;
+  const reused = stageIntervals(r);
+  assert.ok(!reused.some((s) => s.name === 'upstream.connect'));
+  assert.equal(reused.find((s) => s.name === 'upstream.send')?.start, r.tBuilt);
+});
+
+test('a request that failed in parse closes parse at the error reply and flags it', () => {
+  const r = new RequestRecord();
+  r.t0 = 1000;
+  r.tBody = 1001;
+  r.tEnd = 1002;
+  r.tFinish = 1003;
+  const st = stageIntervals(r);
+  assert.deepEqual(st.map((s) => [s.name, s.start, s.end, s.failed]), [
+    ['ingress.read', 1000, 1001, false],
+    ['parse', 1001, 1002, true],
+    ['egress.write', 1002, 1003, false],
+  ]);
+  r.failedStage = 'route';
+  r.tParsed = 1001.5;
+  r.tAuth = 1001.6;
+  const st2 = stageIntervals(r);
+  assert.equal(st2.find((s) => s.failed)?.name, 'route');
+});
+
+test('a stream cut short records the tokens seen so far and says so', () => {
+  const r = servedRecord();
+  r.stream = true;
+  r.partial = true;
+  r.aborted = true;
+  r.responseChunks = [Buffer.from('data: {"model":"m","choices":[{"delta":{"role":"assistant","content":""}}]}\n\ndata: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"choices":[{"delta":{"content":"b"}}]}\n\ndata: {"choices":[{"delta":{"content":"c"}}]}\n\n')];
+  const { request } = new SpanBuilder().buildRecord(r, 'gw');
+  assert.equal(request.output_tokens, 3);
+  assert.equal(request.usage_partial, 1);
+  assert.equal(request.aborted, 1);
+});
+
+test('a stream aborted by the client ends in a failed upstream.stream', () => {
+  const r = servedRecord();
+  r.stream = true;
+  r.tLastByte = 0;
+  r.tEnd = 0;
+  r.aborted = true;
+  const st = stageIntervals(r);
+  const last = st.at(-1)!;
+  assert.equal(last.name, 'upstream.stream');
+  assert.equal(last.failed, true);
+  assert.equal(last.end, r.tFinish);
+});
+
+test('span builder: one root and one child per stage, ids and timings consistent', () => {
+  const r = servedRecord();
+  r.responseChunks = [Buffer.from(JSON.stringify({ model: 'gpt-4o-2024-08-06', usage: { prompt_tokens: 3, completion_tokens: 4 } }))];
+  const b = new SpanBuilder();
+  const { request, spans } = b.buildRecord(r, 'gw-test');
+  const root = spans.find((s) => s.is_root === 1)!;
+  assert.equal(root.trace_id, r.traceId);
+  assert.equal(root.parent_span_id, '');
+  assert.equal(root.name, 'chat gpt-4o');
+  assert.equal(request.span_id, root.span_id);
+  const stageNames: readonly string[] = STAGES;
+  const children = spans.filter((s) => stageNames.includes(s.name));
+  assert.equal(children.length, 10);
+  const attempts = spans.filter((s) => s.name === ATTEMPT_SPAN);
+  assert.equal(attempts.length, 1);
+  assert.equal(attempts[0]!.parent_span_id, root.span_id);
+  assert.equal(spans.length, 12);
+  assert.ok(children.every((c) => c.parent_span_id === root.span_id && c.trace_id === r.traceId));
+  const sum = children.reduce((a, c) => a + BigInt(c.duration_ns), 0n);
+  assert.equal(sum, BigInt(root.duration_ns));
+  assert.equal(request.total_ns, root.duration_ns);
+  const wait = BigInt(children.find((c) => c.name === 'upstream.wait')!.duration_ns);
+  const streamNs = BigInt(children.find((c) => c.name === 'upstream.stream')!.duration_ns);
+  assert.equal(BigInt(request.upstream_ns), wait + streamNs);
+  assert.equal(BigInt(request.gateway_ns) + BigInt(request.upstream_ns), BigInt(request.total_ns));
+  assert.equal(request.input_tokens, 3);
+  assert.equal(request.output_tokens, 4);
+  assert.equal(request.response_model, 'gpt-4o-2024-08-06');
+  assert.equal(request.seq, '7');
+  const attrs = Object.fromEntries(root.attr_keys.map((k, i) => [k, root.attr_values[i]]));
+  assert.equal(attrs['gen_ai.request.model'], 'gpt-4o');
+  assert.equal(attrs['gen_ai.provider.name'], 'openai');
+  assert.equal(attrs['gen_ai.usage.output_tokens'], '4');
+  assert.equal(attrs['gen_ai.operation.name'], 'chat');
+});
+
+test('an incoming traceparent makes the root a child of the caller span', () => {
+  const r = servedRecord();
+  r.traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+  r.parentSpanId = '00f067aa0ba902b7';
+  const { spans } = new SpanBuilder().buildRecord(r, 'gw');
+  const root = spans.find((s) => s.is_root === 1)!;
+  assert.equal(root.trace_id, '4bf92f3577b34da6a3ce929d0e0e4736');
+  assert.equal(root.parent_span_id, '00f067aa0ba902b7');
+});
+
+const cfg: CaptureConfig = {
+  enabled: true, batchMaxRequests: 10, batchMaxBytes: 512 * 1024, flushIntervalMs: 5, queueMaxRequests: 100, maxInFlight: 2, publishTimeoutMs: 1000, spoolDir: null, spoolMaxBytes: 1024 ** 3,
+};
+
+test('what the gateway publishes decodes into each request\'s row and spans: root, stages and attempt', async () => {
+  const bus = new MemoryBus();
+  const cap = new Capture({ instance: 'gw-a', config: cfg, publisher: bus });
+  const sent = Array.from({ length: 25 }, (_, i) => servedRecord({ seq: i + 1 }));
+  for (const r of sent) cap.record(r);
+  assert.equal(await cap.flush(5000), 0);
+  const builder = new SpanBuilder();
+  const batches = (await bus.fetch(100, 100)).map((m) => decodeBatch(m.data, builder));
+  assert.deepEqual(batches.map((b) => [b.v, b.instance, b.batch, b.requests.length]), [[2, 'gw-a', '1', 10], [2, 'gw-a', '2', 10], [2, 'gw-a', '3', 5]]);
+  const requests = batches.flatMap((b) => b.requests);
+  assert.deepEqual(requests.map((r) => r.trace_id), sent.map((r) => r.traceId));
+  assert.ok(requests.every((r) => r.instance === 'gw-a' && r.http_status === 200));
+  const spans = batches.flatMap((b) => b.spans);
+  assert.equal(spans.length, 25 * 12); // root, 10 stages, 1 attempt
+  assert.equal(spans.filter((s) => s.is_root === 1).length, 25);
+  assert.equal(spans.filter((s) => s.name === ATTEMPT_SPAN).length, 25);
+});
+
+test('what is not a well-formed batch is a BadBatchError naming the problem; v1 rows pass through', () => {
+  const builder = new SpanBuilder();
+  const enc = (x: unknown): Uint8Array => Buffer.from(typeof x === 'string' ? x : JSON.stringify(x));
+  const refused = (x: unknown): BadBatchError => {
+    try {
+      decodeBatch(enc(x), builder);
+    } catch (e) {
+      assert.ok(e instanceof BadBatchError, String(e));
+      assert.equal(e.code, 'SL_BAD_BATCH');
+      return e;
+    }
+    assert.fail(`decoded: ${JSON.stringify(x)}`);
+  };
+  assert.match(refused('not json').message, /^not JSON/);
+  assert.match(refused({ v: 3, instance: 'gw', batch: '1' }).message, /unknown capture batch version 3/);
+  const b = batchOf('gw', 1, [servedRecord(), servedRecord()]);
+  (b.records[1] as unknown as Record<string, unknown>).t0 = 'yesterday';
+  assert.equal(refused(b).message, 'record 1: t0 is not a finite number');
+  const noTrace = batchOf('gw', 2, [servedRecord()]);
+  noTrace.records[0]!.traceId = 'x';
+  assert.equal(refused(noTrace).message, 'record 0: traceId is not 32 lowercase hex digits');
+
+  const built = builder.buildRecord(servedRecord(), 'gw-old');
+  const v1 = { v: 1, instance: 'gw-old', batch: '9', requests_count: 1, published_at_unix_nano: '123', requests: [built.request], spans: built.spans };
+  const d = decodeBatch(enc(v1), builder);
+  assert.deepEqual([d.v, d.instance, d.batch, d.published_at_unix_nano], [1, 'gw-old', '9', '123']);
+  assert.deepEqual(d.requests, [built.request]);
+  assert.deepEqual(d.spans, built.spans);
+});

@@ -1,0 +1,95 @@
+/**
+ * Request records for tests: the one builder every test file uses, instead of a copy per
+ * file. A record is what the gateway fills in while it serves a request
+ * (packages/capture/src/record.ts); `batchOf` wraps records the way a gateway publishes
+ * them (format v2, packages/core/src/wire.ts).
+ */
+import { RequestRecord, toWire } from '@sightline/capture';
+import { markToUnixNano, newSpanId, newTraceId, now, type CaptureBatchV2 } from '@sightline/core';
+
+export interface RecordOptions {
+  /** Per-instance request number. Default 7. */
+  seq?: number;
+  /** Monotonic mark (core/clock.ts) at which the request started. Default now(). */
+  t0?: number;
+  team?: string;
+}
+
+function base(o: RecordOptions): { r: RequestRecord; t: number } {
+  const r = new RequestRecord();
+  const t = o.t0 ?? now();
+  r.seq = o.seq ?? 7;
+  r.traceId = newTraceId();
+  r.rootSpanId = newSpanId();
+  r.team = o.team ?? 'search';
+  r.t0 = t;
+  return { r, t };
+}
+
+/**
+ * A request served in full by provider `openai` for model `gpt-4o`: every stage reached,
+ * on a reused connection (no `upstream.connect`) at the first attempt (no
+ * `upstream.retry`), status 200, 150.05 ms long with 150 ms of it upstream. No response
+ * body is kept: tests that need usage set `responseChunks`.
+ */
+export function servedRecord(o: RecordOptions = {}): RequestRecord {
+  const { r, t } = base(o);
+  r.tBody = t + 0.01;
+  r.tParsed = t + 0.02;
+  r.tAuth = t + 0.021;
+  r.tRouted = t + 0.022;
+  r.tBuilt = t + 0.03;
+  r.tConnected = t + 0.5;
+  r.tSent = t + 0.51;
+  r.tFirstByte = t + 100;
+  r.tLastByte = t + 150;
+  r.tEnd = t + 150.01;
+  r.tFirstWrite = t + 100.001;
+  r.tFinish = t + 150.05;
+  r.method = 'POST';
+  r.route = '/v1/chat/completions';
+  r.model = 'gpt-4o';
+  r.upstreamModel = 'gpt-4o';
+  r.provider = 'openai';
+  r.status = 200;
+  r.upstreamStatus = 200;
+  return r;
+}
+
+/**
+ * A request the gateway refused with a 400 in `parse` (no provider involved): stages
+ * `ingress.read`, `parse` (failed) and `egress.write`, 0.3 ms long.
+ */
+export function refusedRecord(o: RecordOptions = {}): RequestRecord {
+  const { r, t } = base(o);
+  r.tBody = t + 0.1;
+  r.tEnd = t + 0.2;
+  r.tFinish = t + 0.3;
+  r.method = 'POST';
+  r.route = '/v1/chat/completions';
+  r.status = 400;
+  r.errorType = 'invalid_request_error';
+  r.errorMessage = 'messages: required';
+  return r;
+}
+
+/** Nanoseconds since the Unix epoch, `agoMs` milliseconds ago, as a decimal string. */
+export function unixNanoAgo(agoMs = 0): string {
+  return ((BigInt(Date.now()) - BigInt(agoMs)) * 1_000_000n).toString();
+}
+
+/**
+ * A v2 bus message holding `records`, as gateway `instance` publishes it (its message id
+ * is `${instance}/${batch}`). Marks are this process's, so the origin is this process's.
+ */
+export function batchOf(instance: string, batch: number, records: RequestRecord[], publishedAgoMs = 0): CaptureBatchV2 {
+  return {
+    v: 2,
+    instance,
+    batch: String(batch),
+    requests_count: records.length,
+    published_at_unix_nano: unixNanoAgo(publishedAgoMs),
+    origin_unix_nano: markToUnixNano(0).toString(),
+    records: records.map(toWire),
+  };
+}
