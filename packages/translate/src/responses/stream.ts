@@ -30,7 +30,9 @@
  * |   blocks, ping, unknown events      |                                                                          |
  *
  * Items, ids, statuses and usage are those of the JSON translation (response.ts), so the
- * final response object equals `anthropicResponseToResponses` of the same message.
+ * final response object equals `anthropicResponseToResponses` of the same message, except
+ * that function_call arguments are the JSON text as the provider streamed it (its spacing
+ * may differ from JSON.stringify of the parsed input).
  *
  * Held back (the one documented exception to "every input produces its output now"): a
  * block's closing events wait for the next upstream event (content_block_start,
