@@ -1,6 +1,17 @@
 /**
  * Mock LLM provider: a real node:http server speaking the OpenAI Chat Completions and
  * Anthropic Messages dialects (JSON and SSE), used as the upstream in tests and benchmarks.
+ * It also serves, each with and without the `/v1` prefix:
+ * - OpenAI Responses API: `POST /v1/responses` (JSON, and typed SSE events when `stream`),
+ *   `GET` and `DELETE /v1/responses/{id}` for responses created with `store` not false (the
+ *   last 100 are kept), and `previous_response_id` checked against them;
+ * - OpenAI embeddings: `POST /v1/embeddings` (`encoding_format` float or base64, `dimensions`);
+ * - model lookup: `GET /v1/models` and `GET /v1/models/{id}`, in Anthropic's shape when the
+ *   request has an `anthropic-version` header and in OpenAI's otherwise, each from its own
+ *   fixed catalogue (unknown ids: 404 in that API's shape);
+ * - Anthropic token counting: `POST /v1/messages/count_tokens` -> `{input_tokens}`.
+ * Every one of them is a provider request: counted, recorded, delayed by latencyMs and
+ * subject to the forced status and failNext.
  *
  * Benchmarks drive it at thousands of requests per second, so everything that depends only
  * on the knobs (generated text, SSE delta events, error bodies) is prebuilt into a `Plan`
@@ -13,6 +24,16 @@
  *   Anthropic `tool_result`; the Anthropic `system` prompt counts too. Other parts count 0.
  * - completion/output tokens = number of words in the generated text (one word is at least
  *   one content chunk, see buildText); for tool calls, ceil(bytes of the arguments JSON / 4).
+ * - Responses API input tokens: the same rule over `instructions`, the `input` string, the
+ *   `content` of message items and the `output` of function_call_output items (what the
+ *   Anthropic translation of the same request would count); function_call arguments count 0.
+ * - count_tokens: exactly the input_tokens /v1/messages reports for the same body.
+ * - embeddings: per input, ceil(UTF-8 bytes / 4) (at least 1) for a string, its length for
+ *   a token array; prompt_tokens = total_tokens = their sum.
+ *
+ * Tool calls: a request with tools whose last message is a user message containing
+ * "use tool" (case-insensitive) is answered with a call of the first tool (Chat, Messages and
+ * Responses alike; a Responses `input` string counts as a user message).
  */
 import { createServer } from 'node:http';
 import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
@@ -41,9 +62,19 @@ export interface MockOptions {
 }
 
 export interface MockStats {
+  /** Provider requests of every endpoint (not the /_mock admin calls). */
   requests: number;
+  /** Requests in the OpenAI API (chat, responses, embeddings, models without anthropic-version). */
   openai: number;
+  /** Requests in the Anthropic API (messages, count_tokens, models with anthropic-version). */
   anthropic: number;
+  /** Of those, by endpoint: /v1/responses (and /v1/responses/{id}). */
+  responses: number;
+  embeddings: number;
+  /** /v1/models and /v1/models/{id}, either shape. */
+  models: number;
+  countTokens: number;
+  /** Streamed answers (chat, messages, responses). */
   streams: number;
   aborted: number;
   completed: number;
@@ -82,6 +113,15 @@ export interface MockServer {
 
 type Dialect = 'openai' | 'anthropic';
 
+/** Which API a provider path serves; `models` picks its dialect by the anthropic-version header. */
+type Endpoint = 'chat' | 'messages' | 'count_tokens' | 'responses' | 'response' | 'embeddings' | 'models' | 'model';
+
+interface Route {
+  endpoint: Endpoint;
+  /** The `{id}` of /v1/responses/{id} and /v1/models/{id}, URL-decoded. */
+  id: string;
+}
+
 interface Knobs {
   latencyMs: number;
   ttftMs: number;
@@ -101,6 +141,8 @@ const DEFAULT_KNOBS: Knobs = {
 };
 
 const MAX_RECORDED = 100;
+/** Stored Responses API responses kept for GET /v1/responses/{id} (oldest dropped first). */
+const MAX_STORED_RESPONSES = 100;
 
 // ---------------------------------------------------------------------------------------------
 // Random ids: read from a pooled CSPRNG buffer, so an id costs no crypto call per request.
@@ -168,17 +210,17 @@ function splitString(text: string, chunks: number): string[] {
 // ---------------------------------------------------------------------------------------------
 // Error bodies.
 
-function openaiErrorBody(status: number, message: string): string {
+function openaiErrorBody(status: number, message: string, param: string | null = null, code?: string | null): string {
   // Mirrors what api.openai.com sends for these statuses.
   let type = 'invalid_request_error';
-  let code: string | null = null;
-  if (status === 401) code = 'invalid_api_key';
-  else if (status === 404) code = 'model_not_found';
+  let byStatus: string | null = null;
+  if (status === 401) byStatus = 'invalid_api_key';
+  else if (status === 404) byStatus = 'model_not_found';
   else if (status === 429) {
     type = 'requests';
-    code = 'rate_limit_exceeded';
+    byStatus = 'rate_limit_exceeded';
   } else if (status >= 500) type = 'server_error';
-  return JSON.stringify({ error: { message, type, param: null, code } });
+  return JSON.stringify({ error: { message, type, param, code: code === undefined ? byStatus : code } });
 }
 
 const ANTHROPIC_ERROR_TYPES: Record<number, string> = {
@@ -221,6 +263,11 @@ interface Plan extends Knobs {
   anTextTail: string;
   anToolDeltaEvents: string[];
   anToolTail: string;
+  /** Responses API: the text and its delta pieces as JSON strings, the tool arguments likewise. */
+  rsTextJson: string;
+  rsTextPieces: string[];
+  rsArgsJson: string;
+  rsArgPieces: string[];
 }
 
 function sse(event: string, data: string): string {
@@ -281,6 +328,10 @@ function buildPlan(knobs: Knobs): Plan {
       ),
     ),
     anToolTail: anthropicTail('tool_use', TOOL_OUTPUT_TOKENS),
+    rsTextJson: JSON.stringify(text),
+    rsTextPieces: pieces.map((p) => JSON.stringify(p)),
+    rsArgsJson: JSON.stringify(TOOL_ARGUMENTS),
+    rsArgPieces: argPieces.map((p) => JSON.stringify(p)),
   };
 }
 
@@ -356,8 +407,11 @@ function contentText(content: unknown): string {
   return text;
 }
 
-/** The tool name to call, or undefined when the request should get a text answer. */
-function toolToCall(body: Record<string, unknown>, messages: unknown[], dialect: Dialect): string | undefined {
+/**
+ * The tool name to call, or undefined when the request should get a text answer. `nested`:
+ * the tool's name is in `function` (Chat Completions), else at the top (Messages, Responses).
+ */
+function toolToCall(body: Record<string, unknown>, messages: unknown[], nested: boolean): string | undefined {
   const tools = body['tools'];
   if (!Array.isArray(tools) || tools.length === 0) return undefined;
   const last: unknown = messages[messages.length - 1];
@@ -365,7 +419,7 @@ function toolToCall(body: Record<string, unknown>, messages: unknown[], dialect:
   if (!contentText(last['content']).toLowerCase().includes('use tool')) return undefined;
   const first: unknown = tools[0];
   if (!isRecord(first)) return DEFAULT_TOOL_NAME;
-  const holder = dialect === 'openai' ? first['function'] : first;
+  const holder = nested ? first['function'] : first;
   const name = isRecord(holder) ? holder['name'] : undefined;
   return typeof name === 'string' ? name : DEFAULT_TOOL_NAME;
 }
@@ -446,7 +500,7 @@ function respondOpenAI(ex: Exchange, req: ParsedRequest, stats: { streams: numbe
   const id = randomId(29);
   const created = Math.floor(Date.now() / 1000);
   const prompt = promptTokens(req.messages, undefined);
-  const tool = toolToCall(body, req.messages, 'openai');
+  const tool = toolToCall(body, req.messages, true);
   const completion = tool === undefined ? plan.completionTokens : TOOL_OUTPUT_TOKENS;
   const usage = `{"prompt_tokens":${prompt},"completion_tokens":${completion},"total_tokens":${prompt + completion}}`;
 
@@ -494,7 +548,7 @@ function respondAnthropic(ex: Exchange, req: ParsedRequest, stats: { streams: nu
   const { body, modelJson } = req;
   const id = `msg_${randomId(24)}`;
   const input = promptTokens(req.messages, body['system']);
-  const tool = toolToCall(body, req.messages, 'anthropic');
+  const tool = toolToCall(body, req.messages, false);
   const toolId = tool === undefined ? '' : `toolu_${randomId(24)}`;
   const toolName = tool === undefined ? '' : JSON.stringify(tool);
 
@@ -528,8 +582,261 @@ function respondAnthropic(ex: Exchange, req: ParsedRequest, stats: { streams: nu
   });
 }
 
-/** Validates the dialect's required fields; returns an error message or the parsed request. */
-function parseProviderRequest(dialect: Dialect, parsed: unknown, ok: boolean): ParsedRequest | string {
+// ---------------------------------------------------------------------------------------------
+// OpenAI Responses API.
+
+/** What a Responses request needs besides the plan; the stored-responses map is the mock's. */
+interface ResponsesContext {
+  stats: { streams: number };
+  stored: Map<string, string>;
+}
+
+function responsesInputTokens(body: Record<string, unknown>): number {
+  let bytes = textBytes(body['instructions']);
+  const input = body['input'];
+  if (typeof input === 'string') bytes += Buffer.byteLength(input);
+  else if (Array.isArray(input)) {
+    for (const item of input) {
+      if (!isRecord(item)) continue;
+      bytes += textBytes(item['content']) + textBytes(item['output']);
+    }
+  }
+  return Math.max(1, Math.ceil(bytes / 4));
+}
+
+/** The request's settings as the response object repeats them, in OpenAI's field order, around `output`. */
+function responseEnvelope(id: string, created: number, body: Record<string, unknown>, modelJson: string): { head: string; mid: string; tail: string } {
+  const echo = (key: string, fallback: JsonValue): string => JSON.stringify((body[key] as JsonValue | undefined) ?? fallback);
+  const reasoning = isRecord(body['reasoning']) ? body['reasoning'] : {};
+  const text = isRecord(body['text']) ? { format: { type: 'text' }, ...body['text'] } : { format: { type: 'text' } };
+  const head = `{"id":"${id}","object":"response","created_at":${created},"status":`;
+  const mid =
+    `,"background":false,"error":null,"incomplete_details":null,"instructions":${echo('instructions', null)},` +
+    `"max_output_tokens":${echo('max_output_tokens', null)},"model":${modelJson},"output":`;
+  const tail =
+    `,"parallel_tool_calls":${body['parallel_tool_calls'] === false ? 'false' : 'true'},"previous_response_id":${echo('previous_response_id', null)},` +
+    `"reasoning":{"effort":${JSON.stringify((reasoning['effort'] as JsonValue | undefined) ?? null)},"summary":null},"store":${body['store'] === false ? 'false' : 'true'},` +
+    `"temperature":${echo('temperature', 1)},"text":${JSON.stringify(text)},"tool_choice":${echo('tool_choice', 'auto')},"tools":${echo('tools', [])},` +
+    `"top_p":${echo('top_p', 1)},"truncation":${echo('truncation', 'disabled')},"usage":`;
+  return { head, mid, tail };
+}
+
+function respondResponses(ex: Exchange, body: Record<string, unknown>, modelJson: string, ctx: ResponsesContext): void {
+  const { plan } = ex;
+  const id = `resp_${randomId(32)}`;
+  const created = Math.floor(Date.now() / 1000);
+  const input = body['input'];
+  const messages: unknown[] = typeof input === 'string' ? [{ role: 'user', content: input }] : Array.isArray(input) ? input : [];
+  const tool = toolToCall(body, messages, false);
+  const prompt = responsesInputTokens(body);
+  const completion = tool === undefined ? plan.completionTokens : TOOL_OUTPUT_TOKENS;
+  const usage = `{"input_tokens":${prompt},"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens":${completion},"output_tokens_details":{"reasoning_tokens":0},"total_tokens":${prompt + completion}}`;
+  const env = responseEnvelope(id, created, body, modelJson);
+  const userJson = typeof body['user'] === 'string' ? JSON.stringify(body['user']) : 'null';
+  const metadataJson = isRecord(body['metadata']) ? JSON.stringify(body['metadata']) : '{}';
+  const response = (status: string, output: string, usageJson: string): string =>
+    `${env.head}"${status}"${env.mid}${output}${env.tail}${usageJson},"user":${userJson},"metadata":${metadataJson}}`;
+
+  const itemId = tool === undefined ? `msg_${randomId(32)}` : `fc_${randomId(32)}`;
+  const callId = `call_${randomId(24)}`;
+  const toolJson = tool === undefined ? '' : JSON.stringify(tool);
+  const item = (status: string, content: string): string =>
+    tool === undefined
+      ? `{"id":"${itemId}","type":"message","status":"${status}","content":${content},"role":"assistant"}`
+      : `{"id":"${itemId}","type":"function_call","status":"${status}","arguments":${content},"call_id":"${callId}","name":${toolJson}}`;
+  const textPart = (textJson: string): string => `{"type":"output_text","annotations":[],"logprobs":[],"text":${textJson}}`;
+  const finalItem = tool === undefined ? item('completed', `[${textPart(plan.rsTextJson)}]`) : item('completed', plan.rsArgsJson);
+  const final = response('completed', `[${finalItem}]`, usage);
+  if (body['store'] !== false) {
+    if (ctx.stored.size >= MAX_STORED_RESPONSES) {
+      const oldest = ctx.stored.keys().next();
+      if (oldest.done !== true) ctx.stored.delete(oldest.value);
+    }
+    ctx.stored.set(id, final);
+  }
+
+  if (body['stream'] !== true) {
+    sendJson(ex.res, 200, final);
+    return;
+  }
+
+  ctx.stats.streams++;
+  let seq = 0;
+  const event = (type: string, fields: string): string => `event: ${type}\ndata: {"type":"${type}","sequence_number":${seq++},${fields}}\n\n`;
+  const itemRef = `"item_id":"${itemId}","output_index":0`;
+  const inProgress = response('in_progress', '[]', 'null');
+  let head = event('response.created', `"response":${inProgress}`) + event('response.in_progress', `"response":${inProgress}`);
+  let parts: string[];
+  let tail: string;
+  if (tool === undefined) {
+    head +=
+      event('response.output_item.added', `"output_index":0,"item":${item('in_progress', '[]')}`) +
+      event('response.content_part.added', `${itemRef},"content_index":0,"part":${textPart('""')}`);
+    parts = plan.rsTextPieces.map((p) => event('response.output_text.delta', `${itemRef},"content_index":0,"delta":${p},"logprobs":[]`));
+    tail =
+      event('response.output_text.done', `${itemRef},"content_index":0,"text":${plan.rsTextJson},"logprobs":[]`) +
+      event('response.content_part.done', `${itemRef},"content_index":0,"part":${textPart(plan.rsTextJson)}`);
+  } else {
+    head += event('response.output_item.added', `"output_index":0,"item":${item('in_progress', '""')}`);
+    parts = plan.rsArgPieces.map((p) => event('response.function_call_arguments.delta', `${itemRef},"delta":${p}`));
+    tail = event('response.function_call_arguments.done', `${itemRef},"arguments":${plan.rsArgsJson}`);
+  }
+  tail += event('response.output_item.done', `"output_index":0,"item":${finalItem}`) + event('response.completed', `"response":${final}`);
+  sendStream(ex, { head, parts, tail });
+}
+
+/** Validates a Responses request; returns an error (message and param) or null. */
+function checkResponsesRequest(body: Record<string, unknown>, stored: Map<string, string>): { message: string; param: string | null } | null {
+  const model = body['model'];
+  if (typeof model !== 'string' || model === '') return { message: "Missing required parameter: 'model'.", param: 'model' };
+  const input = body['input'];
+  if (typeof input !== 'string' && !Array.isArray(input)) return { message: "Missing required parameter: 'input'.", param: 'input' };
+  const previous = body['previous_response_id'];
+  if (previous !== undefined && previous !== null && (typeof previous !== 'string' || !stored.has(previous))) {
+    return { message: `Previous response with id '${String(previous)}' not found.`, param: 'previous_response_id' };
+  }
+  return null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Embeddings.
+
+/** Default vector length: that of text-embedding-3-small. */
+const DEFAULT_DIMENSIONS = 1536;
+const MAX_DIMENSIONS = 3072;
+
+type EmbeddingInput = string | number[];
+
+/** The request's inputs, or an error message for a shape OpenAI refuses. */
+function embeddingInputs(input: unknown): EmbeddingInput[] | string {
+  const bad = "'$.input' is invalid. Please check the API reference: https://platform.openai.com/docs/api-reference.";
+  const isTokens = (v: unknown): v is number[] => Array.isArray(v) && v.length > 0 && v.every((t) => typeof t === 'number' && Number.isInteger(t) && t >= 0);
+  if (typeof input === 'string') return input === '' ? bad : [input];
+  if (!Array.isArray(input) || input.length === 0) return bad;
+  if (isTokens(input)) return [input];
+  const out: EmbeddingInput[] = [];
+  for (const item of input) {
+    if (typeof item === 'string' && item !== '') out.push(item);
+    else if (isTokens(item)) out.push(item);
+    else return bad;
+  }
+  return out;
+}
+
+function embeddingTokens(input: EmbeddingInput): number {
+  return typeof input === 'string' ? Math.max(1, Math.ceil(Buffer.byteLength(input) / 4)) : input.length;
+}
+
+/**
+ * A deterministic unit vector for `input` (xorshift32 seeded by FNV-1a of the input), every
+ * component a float32 value, so the float and base64 encodings carry the same numbers.
+ */
+function embeddingVector(input: EmbeddingInput, dimensions: number): Float32Array {
+  let h = 0x811c9dc5;
+  const key = typeof input === 'string' ? input : input.join(',');
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193) >>> 0;
+  let x = h === 0 ? 1 : h;
+  const v = new Float32Array(dimensions);
+  let norm = 0;
+  for (let i = 0; i < dimensions; i++) {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    const c = x / 0x80000000 - 1;
+    v[i] = c;
+    norm += c * c;
+  }
+  const scale = 1 / Math.sqrt(norm);
+  for (let i = 0; i < dimensions; i++) v[i] = (v[i] ?? 0) * scale;
+  return v;
+}
+
+function respondEmbeddings(ex: Exchange, body: Record<string, unknown>): void {
+  const model = body['model'];
+  if (typeof model !== 'string' || model === '') {
+    sendJson(ex.res, 400, openaiErrorBody(400, 'you must provide a model parameter', 'model'));
+    return;
+  }
+  const inputs = embeddingInputs(body['input']);
+  if (typeof inputs === 'string') {
+    sendJson(ex.res, 400, openaiErrorBody(400, inputs, 'input'));
+    return;
+  }
+  const format = body['encoding_format'] ?? 'float';
+  if (format !== 'float' && format !== 'base64') {
+    sendJson(ex.res, 400, openaiErrorBody(400, `Invalid value for 'encoding_format': '${String(format)}'. Supported values are: 'float' and 'base64'.`, 'encoding_format'));
+    return;
+  }
+  const dims = body['dimensions'] ?? DEFAULT_DIMENSIONS;
+  if (typeof dims !== 'number' || !Number.isInteger(dims) || dims < 1 || dims > MAX_DIMENSIONS) {
+    sendJson(ex.res, 400, openaiErrorBody(400, `Invalid 'dimensions': must be an integer between 1 and ${MAX_DIMENSIONS}.`, 'dimensions'));
+    return;
+  }
+  let tokens = 0;
+  const data: string[] = [];
+  inputs.forEach((input, index) => {
+    tokens += embeddingTokens(input);
+    const v = embeddingVector(input, dims);
+    let embedding: string;
+    if (format === 'base64') {
+      // Little-endian float32, as OpenAI encodes it.
+      const bytes = Buffer.allocUnsafe(v.length * 4);
+      for (let i = 0; i < v.length; i++) bytes.writeFloatLE(v[i] ?? 0, i * 4);
+      embedding = `"${bytes.toString('base64')}"`;
+    } else embedding = `[${v.join(',')}]`;
+    data.push(`{"object":"embedding","index":${index},"embedding":${embedding}}`);
+  });
+  sendJson(ex.res, 200, `{"object":"list","data":[${data.join(',')}],"model":${JSON.stringify(model)},"usage":{"prompt_tokens":${tokens},"total_tokens":${tokens}}}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Models.
+
+/** The OpenAI catalogue (`GET /v1/models` without anthropic-version). */
+const OPENAI_MODELS = [
+  { id: 'gpt-4o', object: 'model', created: 1715367049, owned_by: 'system' },
+  { id: 'gpt-4o-mini', object: 'model', created: 1721172741, owned_by: 'system' },
+  { id: 'gpt-4.1', object: 'model', created: 1744316542, owned_by: 'system' },
+  { id: 'o4-mini', object: 'model', created: 1744225351, owned_by: 'system' },
+  { id: 'text-embedding-3-small', object: 'model', created: 1705948997, owned_by: 'system' },
+  { id: 'text-embedding-3-large', object: 'model', created: 1705953180, owned_by: 'system' },
+  { id: 'gpt-test', object: 'model', created: 1700000000, owned_by: 'mock' },
+];
+
+/** The Anthropic catalogue (`GET /v1/models` with anthropic-version), newest first as Anthropic lists it. */
+const ANTHROPIC_MODELS = [
+  { type: 'model', id: 'claude-haiku-4-5', display_name: 'Claude Haiku 4.5', created_at: '2025-10-15T00:00:00Z' },
+  { type: 'model', id: 'claude-sonnet-4-5', display_name: 'Claude Sonnet 4.5', created_at: '2025-09-29T00:00:00Z' },
+  { type: 'model', id: 'claude-opus-4-1', display_name: 'Claude Opus 4.1', created_at: '2025-08-05T00:00:00Z' },
+  { type: 'model', id: 'claude-test', display_name: 'Claude Test (mock)', created_at: '2024-01-01T00:00:00Z' },
+];
+
+const OPENAI_MODEL_LIST = JSON.stringify({ object: 'list', data: OPENAI_MODELS });
+const ANTHROPIC_MODEL_LIST = JSON.stringify({
+  data: ANTHROPIC_MODELS,
+  has_more: false,
+  first_id: ANTHROPIC_MODELS[0]?.id ?? null,
+  last_id: ANTHROPIC_MODELS[ANTHROPIC_MODELS.length - 1]?.id ?? null,
+});
+
+function respondModels(ex: Exchange, dialect: Dialect, id: string | undefined): void {
+  if (id === undefined) {
+    sendJson(ex.res, 200, dialect === 'openai' ? OPENAI_MODEL_LIST : ANTHROPIC_MODEL_LIST);
+    return;
+  }
+  const model = dialect === 'openai' ? OPENAI_MODELS.find((m) => m.id === id) : ANTHROPIC_MODELS.find((m) => m.id === id);
+  if (model !== undefined) sendJson(ex.res, 200, JSON.stringify(model));
+  else if (dialect === 'openai') sendJson(ex.res, 404, openaiErrorBody(404, `The model '${id}' does not exist or you do not have access to it.`, 'model'));
+  else sendJson(ex.res, 404, anthropicErrorBody(404, `model: ${id}`));
+}
+
+/**
+ * Validates the dialect's required fields; returns an error message or the parsed request.
+ * `maxTokens`: whether an Anthropic body must have max_tokens (count_tokens does not).
+ */
+function parseProviderRequest(dialect: Dialect, parsed: unknown, ok: boolean, maxTokens = true): ParsedRequest | string {
   if (!ok || !isRecord(parsed)) {
     return dialect === 'openai'
       ? 'We could not parse the JSON body of your request. The body must be a JSON object.'
@@ -543,7 +850,7 @@ function parseProviderRequest(dialect: Dialect, parsed: unknown, ok: boolean): P
   if (!Array.isArray(messages)) {
     return dialect === 'openai' ? "Missing required parameter: 'messages'." : 'messages: Field required';
   }
-  if (dialect === 'anthropic' && typeof parsed['max_tokens'] !== 'number') {
+  if (dialect === 'anthropic' && maxTokens && typeof parsed['max_tokens'] !== 'number') {
     return 'max_tokens: Field required';
   }
   return { model, modelJson: JSON.stringify(model), messages, body: parsed };
@@ -552,12 +859,79 @@ function parseProviderRequest(dialect: Dialect, parsed: unknown, ok: boolean): P
 // ---------------------------------------------------------------------------------------------
 // Server.
 
-const PROVIDER_ROUTES: Record<string, Dialect> = {
-  '/v1/chat/completions': 'openai',
-  '/chat/completions': 'openai',
-  '/v1/messages': 'anthropic',
-  '/messages': 'anthropic',
+const PROVIDER_ROUTES: Record<string, Endpoint> = {
+  '/v1/chat/completions': 'chat',
+  '/chat/completions': 'chat',
+  '/v1/messages': 'messages',
+  '/messages': 'messages',
+  '/v1/messages/count_tokens': 'count_tokens',
+  '/messages/count_tokens': 'count_tokens',
+  '/v1/responses': 'responses',
+  '/responses': 'responses',
+  '/v1/embeddings': 'embeddings',
+  '/embeddings': 'embeddings',
+  '/v1/models': 'models',
+  '/models': 'models',
 };
+
+/** Paths ending in an id: `<prefix><id>`. */
+const ID_ROUTES: ReadonlyArray<readonly [string, Endpoint]> = [
+  ['/v1/responses/', 'response'],
+  ['/responses/', 'response'],
+  ['/v1/models/', 'model'],
+  ['/models/', 'model'],
+];
+
+const METHODS: Record<Endpoint, readonly string[]> = {
+  chat: ['POST'],
+  messages: ['POST'],
+  count_tokens: ['POST'],
+  responses: ['POST'],
+  response: ['GET', 'DELETE'],
+  embeddings: ['POST'],
+  models: ['GET'],
+  model: ['GET'],
+};
+
+const ENDPOINT_COUNTERS: Partial<Record<Endpoint, 'responses' | 'embeddings' | 'models' | 'countTokens'>> = {
+  responses: 'responses',
+  response: 'responses',
+  embeddings: 'embeddings',
+  models: 'models',
+  model: 'models',
+  count_tokens: 'countTokens',
+};
+
+function routeOf(path: string): Route | undefined {
+  const endpoint = PROVIDER_ROUTES[path];
+  if (endpoint !== undefined) return { endpoint, id: '' };
+  for (const [prefix, idEndpoint] of ID_ROUTES) {
+    if (path.length > prefix.length && path.startsWith(prefix)) {
+      try {
+        return { endpoint: idEndpoint, id: decodeURIComponent(path.slice(prefix.length)) };
+      } catch {
+        return undefined;
+      }
+    }
+  }
+  return undefined;
+}
+
+/** The API a request speaks: model lookup answers in Anthropic's shape when the client sent anthropic-version. */
+function dialectOf(endpoint: Endpoint, headers: IncomingHttpHeaders): Dialect {
+  switch (endpoint) {
+    case 'messages':
+    case 'count_tokens':
+      return 'anthropic';
+    case 'models':
+    case 'model':
+      return headers['anthropic-version'] !== undefined ? 'anthropic' : 'openai';
+    default:
+      return 'openai';
+  }
+}
+
+const OPENAI_PARSE_ERROR = 'We could not parse the JSON body of your request. The body must be a JSON object.';
 
 function readBody(req: IncomingMessage, done: (raw: string) => void): void {
   const chunks: Buffer[] = [];
@@ -584,7 +958,9 @@ export async function startMock(opts: MockOptions = {}): Promise<MockServer> {
   const requestedPort = checkCount('port', opts.port ?? 0, 0);
   let plan = buildPlan(applyKnobs(DEFAULT_KNOBS, opts));
 
-  const counters = { requests: 0, openai: 0, anthropic: 0, streams: 0, aborted: 0, completed: 0 };
+  const counters = { requests: 0, openai: 0, anthropic: 0, responses: 0, embeddings: 0, models: 0, countTokens: 0, streams: 0, aborted: 0, completed: 0 };
+  /** Responses API responses created with `store` not false, by id (JSON text), oldest first. */
+  const stored = new Map<string, string>();
   // inFlight is a live gauge, not reset by reset(): responses open across a reset still end.
   let inFlight = 0;
   // Responses that began before a reset() do not count into the fresh counters.
@@ -604,6 +980,10 @@ export async function startMock(opts: MockOptions = {}): Promise<MockServer> {
     counters.requests = 0;
     counters.openai = 0;
     counters.anthropic = 0;
+    counters.responses = 0;
+    counters.embeddings = 0;
+    counters.models = 0;
+    counters.countTokens = 0;
     counters.streams = 0;
     counters.aborted = 0;
     counters.completed = 0;
@@ -644,9 +1024,12 @@ export async function startMock(opts: MockOptions = {}): Promise<MockServer> {
     status: plan.status,
   });
 
-  const handleProvider = (req: IncomingMessage, res: ServerResponse, dialect: Dialect): void => {
+  const handleProvider = (req: IncomingMessage, res: ServerResponse, route: Route): void => {
+    const dialect = dialectOf(route.endpoint, req.headers);
     counters.requests++;
     counters[dialect]++;
+    const counter = ENDPOINT_COUNTERS[route.endpoint];
+    if (counter !== undefined) counters[counter]++;
     inFlight++;
     const gen = generation;
     const ex: Exchange = { res, plan, closed: false, timer: undefined };
@@ -680,19 +1063,58 @@ export async function startMock(opts: MockOptions = {}): Promise<MockServer> {
           sendJson(res, status, forcedError[dialect]);
           return;
         }
-        if (req.method !== 'POST') {
-          sendJson(res, 405, errorBody(dialect, 405, `Method ${req.method ?? ''} not allowed; use POST`));
+        const methods = METHODS[route.endpoint];
+        if (!methods.includes(req.method ?? '')) {
+          sendJson(res, 405, errorBody(dialect, 405, `Method ${req.method ?? ''} not allowed; use ${methods.join(' or ')}`));
           return;
         }
-        const request = parseProviderRequest(dialect, parsed.ok ? parsed.value : undefined, parsed.ok);
-        if (typeof request === 'string') {
-          sendJson(res, 400, errorBody(dialect, 400, request));
-          return;
-        }
-        if (dialect === 'openai') respondOpenAI(ex, request, counters);
-        else respondAnthropic(ex, request, counters);
+        respond(ex, route, dialect, parsed.ok ? parsed.value : undefined, parsed.ok, req.method ?? '');
       });
     });
+  };
+
+  const respond = (ex: Exchange, route: Route, dialect: Dialect, value: JsonValue | undefined, ok: boolean, method: string): void => {
+    const { res } = ex;
+    switch (route.endpoint) {
+      case 'chat':
+      case 'messages':
+      case 'count_tokens': {
+        const request = parseProviderRequest(dialect, value, ok, route.endpoint !== 'count_tokens');
+        if (typeof request === 'string') sendJson(res, 400, errorBody(dialect, 400, request));
+        else if (route.endpoint === 'chat') respondOpenAI(ex, request, counters);
+        else if (route.endpoint === 'messages') respondAnthropic(ex, request, counters);
+        else sendJson(res, 200, `{"input_tokens":${promptTokens(request.messages, request.body['system'])}}`);
+        return;
+      }
+      case 'responses': {
+        if (!ok || !isRecord(value)) {
+          sendJson(res, 400, openaiErrorBody(400, OPENAI_PARSE_ERROR, null, null));
+          return;
+        }
+        const problem = checkResponsesRequest(value, stored);
+        if (problem !== null) sendJson(res, 400, openaiErrorBody(400, problem.message, problem.param, null));
+        else respondResponses(ex, value, JSON.stringify(value['model']), { stats: counters, stored });
+        return;
+      }
+      case 'response': {
+        const body = stored.get(route.id);
+        if (body === undefined) sendJson(res, 404, openaiErrorBody(404, `Response with id '${route.id}' not found.`, null, null));
+        else if (method === 'GET') sendJson(res, 200, body);
+        else {
+          stored.delete(route.id);
+          sendJson(res, 200, JSON.stringify({ id: route.id, object: 'response', deleted: true }));
+        }
+        return;
+      }
+      case 'embeddings':
+        if (!ok || !isRecord(value)) sendJson(res, 400, openaiErrorBody(400, OPENAI_PARSE_ERROR, null, null));
+        else respondEmbeddings(ex, value);
+        return;
+      case 'models':
+      case 'model':
+        respondModels(ex, dialect, route.endpoint === 'model' ? route.id : undefined);
+        return;
+    }
   };
 
   const handleAdmin = (req: IncomingMessage, res: ServerResponse, path: string): boolean => {
@@ -759,9 +1181,9 @@ export async function startMock(opts: MockOptions = {}): Promise<MockServer> {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const path = q === -1 ? url : url.slice(0, q);
-    const dialect = PROVIDER_ROUTES[path];
-    if (dialect !== undefined) {
-      handleProvider(req, res, dialect);
+    const route = routeOf(path);
+    if (route !== undefined) {
+      handleProvider(req, res, route);
       return;
     }
     if (handleAdmin(req, res, path)) return;

@@ -4,6 +4,8 @@ import { spawn } from 'node:child_process';
 import { Agent, request as httpRequest } from 'node:http';
 import type { IncomingMessage } from 'node:http';
 import { fileURLToPath } from 'node:url';
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
 import { startMock } from '../mock/server.js';
 import type { MockOptions, MockServer } from '../mock/server.js';
 
@@ -13,6 +15,7 @@ const OPENAI_TOOLS = [
   { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: {} } } },
 ];
 const ANTHROPIC_TOOLS = [{ name: 'lookup_weather', input_schema: { type: 'object', properties: {} } }];
+const RESPONSES_TOOLS = [{ type: 'function', name: 'find_weather', parameters: { type: 'object', properties: {} } }];
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
@@ -473,7 +476,7 @@ describe('errors', () => {
       assert.equal(server.error.type, 'server_error');
 
       await waitFor('completed to reach 8', () => mock.stats().completed === 8);
-      assert.deepEqual(mock.stats(), { requests: 8, openai: 2, anthropic: 6, streams: 0, aborted: 0, completed: 8, inFlight: 0 });
+      assert.deepEqual(mock.stats(), { requests: 8, openai: 2, anthropic: 6, responses: 0, embeddings: 0, models: 0, countTokens: 0, streams: 0, aborted: 0, completed: 8, inFlight: 0 });
 
       mock.configure({ status: undefined });
       assert.equal((await post(`${mock.url}/v1/messages`, anthropicBody())).status, 200);
@@ -576,9 +579,9 @@ describe('stats and lifecycle', () => {
       await (await post(`${mock.url}/messages`, anthropicBody())).text();
       await (await fetch(`${mock.url}/healthz`)).text();
       await waitFor('5 completed', () => mock.stats().completed === 5);
-      assert.deepEqual(mock.stats(), { requests: 5, openai: 3, anthropic: 2, streams: 2, aborted: 0, completed: 5, inFlight: 0 });
+      assert.deepEqual(mock.stats(), { requests: 5, openai: 3, anthropic: 2, responses: 0, embeddings: 0, models: 0, countTokens: 0, streams: 2, aborted: 0, completed: 5, inFlight: 0 });
       mock.reset();
-      assert.deepEqual(mock.stats(), { requests: 0, openai: 0, anthropic: 0, streams: 0, aborted: 0, completed: 0, inFlight: 0 });
+      assert.deepEqual(mock.stats(), { requests: 0, openai: 0, anthropic: 0, responses: 0, embeddings: 0, models: 0, countTokens: 0, streams: 0, aborted: 0, completed: 0, inFlight: 0 });
       assert.deepEqual(mock.lastRequests(), []);
     });
   });
@@ -596,11 +599,11 @@ describe('stats and lifecycle', () => {
         assert.equal(done, false, 'stream still open');
         text += decoder.decode(value, { stream: true });
       }
-      assert.deepEqual(mock.stats(), { requests: 1, openai: 1, anthropic: 0, streams: 1, aborted: 0, completed: 0, inFlight: 1 });
+      assert.deepEqual(mock.stats(), { requests: 1, openai: 1, anthropic: 0, responses: 0, embeddings: 0, models: 0, countTokens: 0, streams: 1, aborted: 0, completed: 0, inFlight: 1 });
       const timersWhileOpen = activeTimeouts();
       controller.abort();
       await waitFor('the abort to be counted', () => mock.stats().aborted === 1);
-      assert.deepEqual(mock.stats(), { requests: 1, openai: 1, anthropic: 0, streams: 1, aborted: 1, completed: 0, inFlight: 0 });
+      assert.deepEqual(mock.stats(), { requests: 1, openai: 1, anthropic: 0, responses: 0, embeddings: 0, models: 0, countTokens: 0, streams: 1, aborted: 1, completed: 0, inFlight: 0 });
       // The pending 10 s gap timer is cleared rather than left to fire.
       await waitFor('the gap timer to be cleared', () => activeTimeouts() < timersWhileOpen);
     });
@@ -716,10 +719,10 @@ describe('admin endpoints', () => {
       assert.equal(mock.stats().requests, 0);
       assert.deepEqual(await (await fetch(`${mock.url}/_mock/requests`)).json(), []);
 
-      const missing = await post(`${mock.url}/v1/embeddings`, { input: 'x' });
+      const missing = await post(`${mock.url}/v1/audio/speech`, { input: 'x' });
       assert.equal(missing.status, 404);
       assert.equal(missing.headers.get('content-type'), 'application/json');
-      assert.match(((await missing.json()) as { error: { message: string } }).error.message, /\/v1\/embeddings/);
+      assert.match(((await missing.json()) as { error: { message: string } }).error.message, /\/v1\/audio\/speech/);
     });
   });
 
@@ -772,5 +775,393 @@ describe('CLI', () => {
     const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
     assert.equal(code, 2);
     assert.match(err, /--chunks/);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// OpenAI Responses API, embeddings, model lookup, token counting.
+
+interface ResponsesItem {
+  id: string;
+  type: string;
+  status: string;
+  role?: string;
+  content?: { type: string; annotations: unknown[]; logprobs: unknown[]; text: string }[];
+  arguments?: string;
+  call_id?: string;
+  name?: string;
+}
+interface ResponsesObject {
+  id: string;
+  object: string;
+  created_at: number;
+  status: string;
+  output: ResponsesItem[];
+  usage: { input_tokens: number; input_tokens_details: { cached_tokens: number }; output_tokens: number; output_tokens_details: { reasoning_tokens: number }; total_tokens: number } | null;
+  [key: string]: unknown;
+}
+interface ResponsesEvent {
+  event: string;
+  data: { type: string; sequence_number: number; delta?: string; response?: ResponsesObject; item?: ResponsesItem; [key: string]: unknown };
+}
+
+function responsesBody(extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { model: 'gpt-test', input: 'hello', ...extra };
+}
+
+/** Responses SSE: every event is exactly `event: <type>\ndata: <json>\n\n`, sequence numbers counting from 0. */
+function responsesEvents(text: string): ResponsesEvent[] {
+  assert.ok(text.endsWith('\n\n'), 'stream ends with a blank line');
+  return text
+    .slice(0, -2)
+    .split('\n\n')
+    .map((block, i) => {
+      const match = /^event: ([a-z_.]+)\ndata: (.*)$/.exec(block);
+      assert.ok(match !== null, `well-formed event: ${block}`);
+      const event: ResponsesEvent = { event: match[1] ?? '', data: JSON.parse(match[2] ?? '') as ResponsesEvent['data'] };
+      assert.equal(event.data.type, event.event, 'data.type matches the event name');
+      assert.equal(event.data.sequence_number, i, 'sequence_number counts events from 0');
+      return event;
+    });
+}
+
+describe('OpenAI Responses API', () => {
+  it('returns the response object with deterministic usage and the request settings repeated', async () => {
+    await withMock({}, async (mock) => {
+      const request = {
+        model: 'gpt-test',
+        instructions: 'abcd',
+        input: [
+          { role: 'user', content: [{ type: 'input_text', text: 'héllo' }] },
+          { type: 'function_call_output', call_id: 'c', output: 'xyz' },
+        ],
+        temperature: 0.5,
+        metadata: { team: 'a' },
+        user: 'u1',
+      };
+      const res = await post(`${mock.url}/v1/responses`, request);
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get('content-type'), 'application/json');
+      const body = (await res.json()) as ResponsesObject;
+      assert.match(body.id, /^resp_[A-Za-z0-9]{32}$/);
+      assert.ok(Math.abs(body.created_at - Date.now() / 1000) < 5);
+      const item = body.output[0];
+      assert.match(item?.id ?? '', /^msg_[A-Za-z0-9]{32}$/);
+      const text = item?.content?.[0]?.text ?? '';
+      assert.ok(hasMultibyte(text) && Buffer.byteLength(text) >= 64);
+      const words = text.split(' ').length;
+      // 4 (instructions) + 6 + 3 bytes -> ceil(13 / 4) = 4 input tokens.
+      assert.deepEqual(body, {
+        id: body.id,
+        object: 'response',
+        created_at: body.created_at,
+        status: 'completed',
+        background: false,
+        error: null,
+        incomplete_details: null,
+        instructions: 'abcd',
+        max_output_tokens: null,
+        model: 'gpt-test',
+        output: [{ id: item?.id, type: 'message', status: 'completed', content: [{ type: 'output_text', annotations: [], logprobs: [], text }], role: 'assistant' }],
+        parallel_tool_calls: true,
+        previous_response_id: null,
+        reasoning: { effort: null, summary: null },
+        store: true,
+        temperature: 0.5,
+        text: { format: { type: 'text' } },
+        tool_choice: 'auto',
+        tools: [],
+        top_p: 1,
+        truncation: 'disabled',
+        usage: { input_tokens: 4, input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 }, output_tokens: words, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 4 + words },
+        user: 'u1',
+        metadata: { team: 'a' },
+      });
+      // The same text as the chat answer.
+      const chat = (await (await post(`${mock.url}/v1/chat/completions`, openaiBody())).json()) as OpenAICompletion;
+      assert.equal(text, chat.choices[0]?.message.content);
+    });
+  });
+
+  it('answers with a function_call when tools are given and the last user message says "use tool", then with text after the output', async () => {
+    await withMock({}, async (mock) => {
+      const first = (await (await post(`${mock.url}/responses`, responsesBody({ tools: RESPONSES_TOOLS, input: 'please USE TOOL' }))).json()) as ResponsesObject;
+      const call = first.output[0];
+      assert.equal(first.output.length, 1);
+      assert.equal(call?.type, 'function_call');
+      assert.match(call.id, /^fc_/);
+      assert.match(call.call_id ?? '', /^call_[A-Za-z0-9]{24}$/);
+      assert.equal(call.name, 'find_weather');
+      assert.equal(call.status, 'completed');
+      assert.deepEqual(JSON.parse(call.arguments ?? ''), TOOL_INPUT);
+      assert.equal(first.usage?.output_tokens, Math.ceil(Buffer.byteLength(JSON.stringify(TOOL_INPUT)) / 4));
+      // The tool loop's next turn (the call and its output replayed) gets a text answer.
+      const input = [{ role: 'user', content: 'use tool' }, call, { type: 'function_call_output', call_id: call.call_id, output: '18 °C' }];
+      const second = (await (await post(`${mock.url}/v1/responses`, responsesBody({ tools: RESPONSES_TOOLS, input }))).json()) as ResponsesObject;
+      assert.equal(second.output[0]?.type, 'message');
+      // Without tools, no call.
+      const plain = (await (await post(`${mock.url}/v1/responses`, responsesBody({ input: 'use tool' }))).json()) as ResponsesObject;
+      assert.equal(plain.output[0]?.type, 'message');
+    });
+  });
+
+  it('streams the typed events, which the official openai SDK accepts, for text and for a tool call', async () => {
+    await withMock({ chunks: 3 }, async (mock) => {
+      const res = await post(`${mock.url}/v1/responses`, responsesBody({ stream: true }));
+      assert.equal(res.headers.get('content-type'), 'text/event-stream');
+      const events = responsesEvents(await res.text());
+      assert.deepEqual(events.map((e) => e.event), [
+        'response.created',
+        'response.in_progress',
+        'response.output_item.added',
+        'response.content_part.added',
+        'response.output_text.delta',
+        'response.output_text.delta',
+        'response.output_text.delta',
+        'response.output_text.done',
+        'response.content_part.done',
+        'response.output_item.done',
+        'response.completed',
+      ]);
+      const created = events[0]?.data.response;
+      assert.equal(created?.status, 'in_progress');
+      assert.deepEqual([created?.output, created?.usage], [[], null]);
+      const final = events.at(-1)?.data.response;
+      assert.equal(final?.id, created?.id);
+      assert.equal(events.slice(4, 7).map((e) => e.data.delta).join(''), final?.output[0]?.content?.[0]?.text);
+      assert.equal(events[7]?.data['text'], final?.output[0]?.content?.[0]?.text);
+
+      const tool = responsesEvents(await (await post(`${mock.url}/v1/responses`, responsesBody({ stream: true, tools: RESPONSES_TOOLS, input: 'use tool' }))).text());
+      assert.deepEqual(tool.map((e) => e.event), [
+        'response.created',
+        'response.in_progress',
+        'response.output_item.added',
+        'response.function_call_arguments.delta',
+        'response.function_call_arguments.delta',
+        'response.function_call_arguments.delta',
+        'response.function_call_arguments.done',
+        'response.output_item.done',
+        'response.completed',
+      ]);
+      assert.deepEqual(JSON.parse(tool.slice(3, 6).map((e) => e.data.delta).join('')), TOOL_INPUT);
+
+      // The official SDK's stream helper validates the event grammar and rebuilds the response.
+      const client = new OpenAI({ apiKey: 'test', baseURL: `${mock.url}/v1`, maxRetries: 0 });
+      const text = await client.responses.stream({ model: 'gpt-test', input: 'hello' }).finalResponse();
+      const json = (await (await post(`${mock.url}/v1/responses`, responsesBody())).json()) as ResponsesObject;
+      assert.equal(text.output_text, json.output[0]?.content?.[0]?.text);
+      assert.deepEqual(text.usage, json.usage);
+      const called = await client.responses.stream({ model: 'gpt-test', input: 'use tool', tools: [{ type: 'function', name: 'find_weather', parameters: {}, strict: false }] }).finalResponse();
+      const out = called.output[0];
+      assert.ok(out?.type === 'function_call');
+      assert.deepEqual([out.name, JSON.parse(out.arguments) as unknown], ['find_weather', TOOL_INPUT]);
+      assert.equal(mock.stats().responses, 5);
+      assert.equal(mock.stats().streams, 4);
+    });
+  });
+
+  it('keeps stored responses for GET and DELETE, and checks previous_response_id against them', async () => {
+    await withMock({}, async (mock) => {
+      const stored = (await (await post(`${mock.url}/v1/responses`, responsesBody())).json()) as ResponsesObject;
+      const streamed = responsesEvents(await (await post(`${mock.url}/v1/responses`, responsesBody({ stream: true }))).text()).at(-1)?.data.response;
+      const unstored = (await (await post(`${mock.url}/v1/responses`, responsesBody({ store: false }))).json()) as ResponsesObject;
+      assert.equal(unstored.store, false);
+
+      const got = await fetch(`${mock.url}/v1/responses/${stored.id}`);
+      assert.equal(got.status, 200);
+      assert.deepEqual(await got.json(), stored);
+      assert.deepEqual(await (await fetch(`${mock.url}/v1/responses/${streamed?.id ?? ''}`)).json(), streamed);
+      const missing = await fetch(`${mock.url}/v1/responses/${unstored.id}`);
+      assert.equal(missing.status, 404);
+      assert.deepEqual(await missing.json(), { error: { message: `Response with id '${unstored.id}' not found.`, type: 'invalid_request_error', param: null, code: null } });
+
+      const next = await post(`${mock.url}/v1/responses`, responsesBody({ previous_response_id: stored.id }));
+      assert.equal(next.status, 200);
+      assert.equal(((await next.json()) as ResponsesObject).previous_response_id, stored.id);
+      const unknown = await post(`${mock.url}/v1/responses`, responsesBody({ previous_response_id: 'resp_nope' }));
+      assert.equal(unknown.status, 400);
+      assert.deepEqual(await unknown.json(), { error: { message: "Previous response with id 'resp_nope' not found.", type: 'invalid_request_error', param: 'previous_response_id', code: null } });
+
+      const deleted = await fetch(`${mock.url}/v1/responses/${stored.id}`, { method: 'DELETE' });
+      assert.deepEqual(await deleted.json(), { id: stored.id, object: 'response', deleted: true });
+      assert.equal((await fetch(`${mock.url}/v1/responses/${stored.id}`)).status, 404);
+      assert.equal((await fetch(`${mock.url}/v1/responses/${stored.id}`, { method: 'DELETE' })).status, 404);
+      assert.equal((await post(`${mock.url}/v1/responses/${streamed?.id ?? ''}`, {})).status, 405);
+    });
+  });
+
+  it('rejects bad requests with the OpenAI error shape naming the parameter', async () => {
+    await withMock({}, async (mock) => {
+      const cases: [unknown, string | null][] = [
+        ['{not json', null],
+        [{ input: 'x' }, 'model'],
+        [{ model: 'gpt-test' }, 'input'],
+        [{ model: 'gpt-test', input: 5 }, 'input'],
+      ];
+      for (const [body, param] of cases) {
+        const res = await post(`${mock.url}/v1/responses`, body);
+        assert.equal(res.status, 400);
+        const err = (await res.json()) as { error: { message: unknown; param: unknown } };
+        assert.equal(typeof err.error.message, 'string');
+        assert.deepEqual(err, { error: { message: err.error.message, type: 'invalid_request_error', param, code: null } });
+      }
+    });
+  });
+});
+
+interface EmbeddingList {
+  object: string;
+  data: { object: string; index: number; embedding: number[] | string }[];
+  model: string;
+  usage: { prompt_tokens: number; total_tokens: number };
+}
+
+function decodeFloats(b64: string): number[] {
+  const bytes = Buffer.from(b64, 'base64');
+  const out: number[] = [];
+  for (let i = 0; i < bytes.length; i += 4) out.push(bytes.readFloatLE(i));
+  return out;
+}
+
+describe('embeddings', () => {
+  it('returns deterministic unit vectors with prompt_tokens usage, as floats or base64 of the same float32 values', async () => {
+    await withMock({}, async (mock) => {
+      const float = (await (await post(`${mock.url}/v1/embeddings`, { model: 'text-embedding-3-small', input: 'héllo wörld' })).json()) as EmbeddingList;
+      const vector = float.data[0]?.embedding;
+      assert.ok(Array.isArray(vector));
+      assert.equal(vector.length, 1536);
+      assert.ok(Math.abs(Math.hypot(...vector) - 1) < 1e-5, 'unit length');
+      assert.deepEqual({ ...float, data: float.data.map((d) => ({ ...d, embedding: 'v' })) }, {
+        object: 'list',
+        data: [{ object: 'embedding', index: 0, embedding: 'v' }],
+        model: 'text-embedding-3-small',
+        // 13 bytes -> ceil(13 / 4) = 4 tokens.
+        usage: { prompt_tokens: 4, total_tokens: 4 },
+      });
+      const again = (await (await post(`${mock.url}/embeddings`, { model: 'text-embedding-3-small', input: 'héllo wörld', encoding_format: 'float' })).json()) as EmbeddingList;
+      assert.deepEqual(again.data[0]?.embedding, vector, 'same input, same vector');
+      const b64 = (await (await post(`${mock.url}/v1/embeddings`, { model: 'text-embedding-3-small', input: 'héllo wörld', encoding_format: 'base64' })).json()) as EmbeddingList;
+      const encoded = b64.data[0]?.embedding;
+      assert.equal(typeof encoded, 'string');
+      assert.deepEqual(decodeFloats(encoded as string), vector, 'base64 carries the same float32 values');
+      assert.deepEqual(b64.usage, float.usage);
+      // The official SDK asks for base64 by default and decodes it.
+      const client = new OpenAI({ apiKey: 'test', baseURL: `${mock.url}/v1`, maxRetries: 0 });
+      const viaSdk = await client.embeddings.create({ model: 'text-embedding-3-small', input: 'héllo wörld' });
+      assert.deepEqual(Array.from(viaSdk.data[0]?.embedding ?? []), vector);
+      assert.equal((mock.lastRequests().at(-1)?.body as { encoding_format?: string }).encoding_format, 'base64');
+    });
+  });
+
+  it('takes strings, string arrays, token arrays and arrays of them, and honours dimensions', async () => {
+    await withMock({}, async (mock) => {
+      const many = (await (await post(`${mock.url}/v1/embeddings`, { model: 'e', input: ['a', 'bcdefghij', [1, 2, 3]], dimensions: 8 })).json()) as EmbeddingList;
+      assert.deepEqual(many.data.map((d) => [d.index, (d.embedding as number[]).length]), [[0, 8], [1, 8], [2, 8]]);
+      assert.notDeepEqual(many.data[0]?.embedding, many.data[1]?.embedding);
+      // 1 + ceil(9 / 4) + 3 tokens.
+      assert.deepEqual(many.usage, { prompt_tokens: 1 + 3 + 3, total_tokens: 7 });
+      const tokens = (await (await post(`${mock.url}/v1/embeddings`, { model: 'e', input: [5, 6, 7, 8], dimensions: 4 })).json()) as EmbeddingList;
+      assert.equal(tokens.data.length, 1);
+      assert.equal(tokens.usage.prompt_tokens, 4);
+      assert.equal(mock.stats().embeddings, 2);
+    });
+  });
+
+  it('rejects bad requests with the OpenAI error shape naming the parameter', async () => {
+    await withMock({}, async (mock) => {
+      const cases: [unknown, string | null][] = [
+        ['nope', null],
+        [{ input: 'x' }, 'model'],
+        [{ model: 'e' }, 'input'],
+        [{ model: 'e', input: '' }, 'input'],
+        [{ model: 'e', input: [] }, 'input'],
+        [{ model: 'e', input: ['a', { text: 'b' }] }, 'input'],
+        [{ model: 'e', input: [1.5] }, 'input'],
+        [{ model: 'e', input: 'x', encoding_format: 'hex' }, 'encoding_format'],
+        [{ model: 'e', input: 'x', dimensions: 0 }, 'dimensions'],
+      ];
+      for (const [body, param] of cases) {
+        const res = await post(`${mock.url}/v1/embeddings`, body);
+        assert.equal(res.status, 400, JSON.stringify(body));
+        const err = (await res.json()) as { error: { message: unknown; param: unknown; type: unknown } };
+        assert.equal(typeof err.error.message, 'string');
+        assert.deepEqual([err.error.type, err.error.param], ['invalid_request_error', param], JSON.stringify(body));
+      }
+    });
+  });
+});
+
+describe('model lookup', () => {
+  it('lists and retrieves models in the OpenAI shape, 404 for unknown ids', async () => {
+    await withMock({}, async (mock) => {
+      const list = (await (await fetch(`${mock.url}/v1/models`)).json()) as { object: string; data: { id: string; object: string; created: number; owned_by: string }[] };
+      assert.equal(list.object, 'list');
+      assert.ok(list.data.some((m) => m.id === 'gpt-4o-mini') && list.data.some((m) => m.id === 'text-embedding-3-small'));
+      assert.ok(list.data.every((m) => m.object === 'model' && Number.isInteger(m.created) && typeof m.owned_by === 'string'));
+      const client = new OpenAI({ apiKey: 'test', baseURL: `${mock.url}/v1`, maxRetries: 0 });
+      const one = await client.models.retrieve('gpt-4o-mini');
+      assert.deepEqual({ ...one }, list.data.find((m) => m.id === 'gpt-4o-mini'));
+      const missing = await fetch(`${mock.url}/models/${encodeURIComponent('ft:gpt-4o:acme:x')}`);
+      assert.equal(missing.status, 404);
+      assert.deepEqual(await missing.json(), {
+        error: { message: "The model 'ft:gpt-4o:acme:x' does not exist or you do not have access to it.", type: 'invalid_request_error', param: 'model', code: 'model_not_found' },
+      });
+      assert.equal((await post(`${mock.url}/v1/models`, {})).status, 405);
+    });
+  });
+
+  it('answers in the Anthropic shape when anthropic-version is sent', async () => {
+    await withMock({}, async (mock) => {
+      const headers = { 'anthropic-version': '2023-06-01' };
+      const list = (await (await fetch(`${mock.url}/v1/models`, { headers })).json()) as { data: { type: string; id: string; display_name: string; created_at: string }[]; has_more: boolean; first_id: string; last_id: string };
+      assert.ok(list.data.length > 0 && list.data.every((m) => m.type === 'model' && m.id.startsWith('claude-') && !Number.isNaN(Date.parse(m.created_at))));
+      assert.deepEqual([list.has_more, list.first_id, list.last_id], [false, list.data[0]?.id, list.data.at(-1)?.id]);
+      const client = new Anthropic({ apiKey: 'test', baseURL: mock.url, maxRetries: 0 });
+      const one = await client.models.retrieve('claude-sonnet-4-5');
+      assert.deepEqual({ ...one }, list.data.find((m) => m.id === 'claude-sonnet-4-5'));
+      const missing = await fetch(`${mock.url}/v1/models/gpt-4o`, { headers });
+      assert.equal(missing.status, 404);
+      assert.deepEqual(await missing.json(), { type: 'error', error: { type: 'not_found_error', message: 'model: gpt-4o' } });
+      await waitFor('3 completed', () => mock.stats().completed === 3);
+      assert.deepEqual(mock.stats(), { requests: 3, openai: 0, anthropic: 3, responses: 0, embeddings: 0, models: 3, countTokens: 0, streams: 0, aborted: 0, completed: 3, inFlight: 0 });
+    });
+  });
+});
+
+describe('Anthropic token counting', () => {
+  it('counts exactly the input_tokens /v1/messages reports for the same body', async () => {
+    await withMock({}, async (mock) => {
+      const body = { model: 'claude-test', system: 'abcdefgh', messages: [{ role: 'user', content: [{ type: 'text', text: 'héllo wörld, ça va ?' }] }] };
+      const counted = await post(`${mock.url}/v1/messages/count_tokens`, body);
+      assert.equal(counted.status, 200);
+      const { input_tokens } = (await counted.json()) as { input_tokens: number };
+      const message = (await (await post(`${mock.url}/v1/messages`, { ...body, max_tokens: 10 })).json()) as AnthropicMessage;
+      assert.equal(input_tokens, message.usage.input_tokens);
+      assert.equal(input_tokens, Math.ceil((8 + Buffer.byteLength('héllo wörld, ça va ?')) / 4));
+      const client = new Anthropic({ apiKey: 'test', baseURL: mock.url, maxRetries: 0 });
+      assert.deepEqual(await client.messages.countTokens({ model: 'claude-test', system: 'abcdefgh', messages: [{ role: 'user', content: 'héllo wörld, ça va ?' }] }), { input_tokens });
+      const bad = await post(`${mock.url}/messages/count_tokens`, { model: 'claude-test' });
+      assert.equal(bad.status, 400);
+      assert.deepEqual(await bad.json(), { type: 'error', error: { type: 'invalid_request_error', message: 'messages: Field required' } });
+      assert.equal(mock.stats().countTokens, 3);
+    });
+  });
+
+  it('new endpoints follow the forced status in their own API shape, and are counted', async () => {
+    await withMock({ status: 429 }, async (mock) => {
+      const oa = await post(`${mock.url}/v1/responses`, responsesBody());
+      assert.equal(oa.status, 429);
+      assert.equal(((await oa.json()) as { error: { code: string } }).error.code, 'rate_limit_exceeded');
+      const an = await fetch(`${mock.url}/v1/models`, { headers: { 'anthropic-version': '2023-06-01' } });
+      assert.equal(an.status, 429);
+      assert.equal(((await an.json()) as { error: { type: string } }).error.type, 'rate_limit_error');
+      mock.configure({ status: undefined });
+      mock.failNext(1, 503);
+      assert.equal((await post(`${mock.url}/v1/embeddings`, { model: 'e', input: 'x' })).status, 503);
+      assert.equal((await post(`${mock.url}/v1/embeddings`, { model: 'e', input: 'x' })).status, 200);
+      await (await post(`${mock.url}/v1/messages/count_tokens`, { model: 'c', messages: [] })).text();
+      await waitFor('5 completed', () => mock.stats().completed === 5);
+      assert.deepEqual(mock.stats(), { requests: 5, openai: 3, anthropic: 2, responses: 1, embeddings: 2, models: 1, countTokens: 1, streams: 0, aborted: 0, completed: 5, inFlight: 0 });
+    });
   });
 });

@@ -47,6 +47,62 @@ export type {
 export { OpenAIStreamToAnthropic } from './anthropic/stream.js';
 export type { OpenAIStreamToAnthropicOptions } from './anthropic/stream.js';
 
+// OpenAI Responses API client side: its request out to Anthropic, Anthropic's answers back.
+export { responsesRequestToAnthropic } from './responses/request.js';
+export type { ResponsesRequestToAnthropicOptions } from './responses/request.js';
+export { anthropicResponseToResponses, anthropicUsageToResponses, responsesStatus } from './responses/response.js';
+export type { AnthropicResponseToResponsesOptions, ResponsesOutcome } from './responses/response.js';
+export { AnthropicStreamToResponses } from './responses/stream.js';
+export type { AnthropicStreamToResponsesOptions } from './responses/stream.js';
+
+export type {
+  ResponsesContentPartEvent,
+  ResponsesError,
+  ResponsesErrorEvent,
+  ResponsesFunctionCall,
+  ResponsesFunctionCallArgumentsDeltaEvent,
+  ResponsesFunctionCallArgumentsDoneEvent,
+  ResponsesFunctionCallOutput,
+  ResponsesFunctionTool,
+  ResponsesIncompleteDetails,
+  ResponsesInputContent,
+  ResponsesInputFile,
+  ResponsesInputImage,
+  ResponsesInputItem,
+  ResponsesInputMessage,
+  ResponsesInputText,
+  ResponsesItemReference,
+  ResponsesItemStatus,
+  ResponsesLifecycleEvent,
+  ResponsesOtherTool,
+  ResponsesOutputFunctionCall,
+  ResponsesOutputItem,
+  ResponsesOutputItemEvent,
+  ResponsesOutputMessage,
+  ResponsesOutputReasoning,
+  ResponsesOutputRefusal,
+  ResponsesOutputText,
+  ResponsesOutputTextDeltaEvent,
+  ResponsesOutputTextDoneEvent,
+  ResponsesReasoningConfig,
+  ResponsesReasoningEffort,
+  ResponsesReasoningItem,
+  ResponsesReasoningSummaryPartEvent,
+  ResponsesReasoningSummaryTextDeltaEvent,
+  ResponsesReasoningSummaryTextDoneEvent,
+  ResponsesReasoningText,
+  ResponsesRequest,
+  ResponsesResponse,
+  ResponsesStatus,
+  ResponsesStreamEvent,
+  ResponsesSummaryText,
+  ResponsesTextConfig,
+  ResponsesTextFormat,
+  ResponsesTool,
+  ResponsesToolChoice,
+  ResponsesUsage,
+} from './responses/types.js';
+
 export type {
   OpenAIAssistantContentPart,
   OpenAIAssistantMessage,

@@ -9,11 +9,14 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import {
   AnthropicStreamToOpenAI,
+  AnthropicStreamToResponses,
   OpenAIStreamToAnthropic,
   anthropicRequestToOpenAI,
   anthropicResponseToOpenAI,
+  anthropicResponseToResponses,
   openaiRequestToAnthropic,
   openaiResponseToAnthropic,
+  responsesRequestToAnthropic,
 } from '../src/index.js';
 import type {
   AnthropicMessage,
@@ -26,8 +29,12 @@ import type {
   OpenAIRequestToAnthropicOptions,
   OpenAIResponseToAnthropicOptions,
   OpenAIStreamToAnthropicOptions,
+  AnthropicResponseToResponsesOptions,
+  AnthropicStreamToResponsesOptions,
+  ResponsesRequest,
+  ResponsesRequestToAnthropicOptions,
 } from '../src/index.js';
-import { accumulateAnthropic, accumulateOpenAI, loadGolden, parseSseText, runStream, toSseText } from './helpers.js';
+import { accumulateAnthropic, accumulateOpenAI, accumulateResponses, loadGolden, parseSseText, runStream, toSseText } from './helpers.js';
 import type { InputEvent } from './helpers.js';
 
 describe('golden: requests', () => {
@@ -117,4 +124,53 @@ describe('golden: streams', () => {
   };
   openaiToAnthropic('openai-stream-text');
   openaiToAnthropic('openai-stream-tools');
+});
+
+// ---------------------------------------------------------------- OpenAI Responses API <-> Anthropic
+
+describe('golden: Responses API', () => {
+  for (const name of ['responses-request-basic', 'responses-request-tool-loop']) {
+    test(`${name} (Responses request -> Anthropic request)`, () => {
+      const g = loadGolden(name);
+      const input = structuredClone(g.input);
+      const got = responsesRequestToAnthropic(g.input as ResponsesRequest, g.options as unknown as ResponsesRequestToAnthropicOptions);
+      assert.deepEqual(got, g.expected);
+      assert.deepEqual(g.input, input, 'input not mutated');
+    });
+  }
+
+  test('responses-response (Anthropic message -> Responses response object)', () => {
+    const g = loadGolden('responses-response');
+    const got = anthropicResponseToResponses(g.input as AnthropicMessage, g.options as unknown as AnthropicResponseToResponsesOptions);
+    assert.deepEqual(got, g.expected);
+  });
+
+  for (const name of ['responses-stream-text', 'responses-stream-tools']) {
+    test(`${name} (Anthropic SSE -> Responses SSE)`, () => {
+      const g = loadGolden(name);
+      const sse = toSseText(g.input as InputEvent[]);
+      const opts = g.options as unknown as AnthropicStreamToResponsesOptions;
+      const whole = runStream(new AnthropicStreamToResponses(opts), sse);
+      assert.deepEqual(parseSseText(whole.output), g.expected);
+      // Byte-by-byte delivery gives the same output.
+      assert.equal(runStream(new AnthropicStreamToResponses(opts), sse, 1).output, whole.output);
+      // Nothing held back but the closing events of a block (held until the next event, see stream.ts):
+      // every event that starts a block, carries content or ends the message produced output in its own push.
+      const inputs = g.input as InputEvent[];
+      inputs.forEach((ev, i) => {
+        const d = ev.data as { type: string; content_block?: { type: string }; delta?: { type: string; text?: string; partial_json?: string; thinking?: string } };
+        const piece = d.delta?.text ?? d.delta?.partial_json ?? d.delta?.thinking ?? '';
+        const carries =
+          d.type === 'message_start' || d.type === 'message_delta' || d.type === 'message_stop' ||
+          (d.type === 'content_block_start' && ['text', 'tool_use', 'thinking'].includes(d.content_block?.type ?? '')) ||
+          (d.type === 'content_block_delta' && d.delta?.type !== 'signature_delta' && piece !== '');
+        if (carries) assert.notEqual(whole.perEvent[i], '', `input event ${i} (${d.type}) produced output immediately`);
+        if (d.type === 'content_block_stop' || d.type === 'ping') assert.equal(whole.perEvent[i], '', `input event ${i} (${d.type}) produced nothing`);
+      });
+      // The client-side view is coherent, and the final response is the JSON translation of the same message.
+      const acc = accumulateResponses(parseSseText(whole.output));
+      assert.equal(acc.terminal, 'response.completed');
+      for (const it of acc.items) if (it.type === 'function_call') assert.doesNotThrow(() => JSON.parse(it.arguments as string), `arguments of ${String(it.call_id)} are complete JSON`);
+    });
+  }
 });

@@ -216,3 +216,151 @@ export function accumulateAnthropic(events: readonly OutputEvent[]): Accumulated
   }
   return acc;
 }
+
+export interface AccumulatedResponses {
+  /** The response object of response.created. */
+  created: Record<string, unknown> | null;
+  /** Output items as rebuilt from the item events, in output order. */
+  items: Array<Record<string, unknown>>;
+  /** The response object of the terminal lifecycle event. */
+  final: Record<string, unknown> | null;
+  /** response.completed / response.incomplete / error, or null when the stream has no end. */
+  terminal: string | null;
+  error: Record<string, unknown> | null;
+}
+
+/**
+ * Rebuilds what a Responses client sees and enforces the event grammar: `event:` equal to
+ * data.type, sequence_number counting from 0, response.created then response.in_progress,
+ * items added at the next output index and closed with output_item.done before the terminal
+ * event, deltas only for the open item of the right type, done events repeating the
+ * accumulated text, and the terminal response carrying exactly the items that were done.
+ */
+export function accumulateResponses(events: readonly OutputEvent[]): AccumulatedResponses {
+  const acc: AccumulatedResponses = { created: null, items: [], final: null, terminal: null, error: null };
+  /** Rebuilt item state: accumulated text per output index, and whether it is done. */
+  const text: string[] = [];
+  const done: boolean[] = [];
+  events.forEach((e, i) => {
+    assert.equal(acc.terminal, null, 'nothing after the terminal event');
+    assert.ok(isRecord(e.data), 'event data is a JSON object');
+    const d = e.data;
+    assert.equal(e.event, d.type, 'event: field equals data.type');
+    assert.equal(d.sequence_number, i, 'sequence_number counts events from 0');
+    if (i === 0) assert.ok(d.type === 'response.created' || d.type === 'error', 'the stream opens with response.created');
+    if (i === 1 && d.type !== 'error') assert.equal(d.type, 'response.in_progress');
+    const at = typeof d.output_index === 'number' ? d.output_index : -1;
+    const item = at >= 0 ? acc.items[at] : undefined;
+    const open = (type: string): Record<string, unknown> => {
+      assert.ok(item !== undefined, `${String(d.type)}: output ${at} was added`);
+      assert.equal(done[at], false, `${String(d.type)}: output ${at} is still open`);
+      assert.equal(item.type, type, `${String(d.type)} is for a ${type} item`);
+      assert.equal(d.item_id, item.id, `${String(d.type)}: item_id matches`);
+      return item;
+    };
+    switch (d.type) {
+      case 'response.created':
+      case 'response.in_progress': {
+        assert.ok(isRecord(d.response));
+        assert.equal(d.response.object, 'response');
+        assert.equal(d.response.status, 'in_progress');
+        assert.deepEqual(d.response.output, []);
+        if (d.type === 'response.created') acc.created = d.response;
+        else assert.equal(d.response.id, acc.created?.id, 'one response id');
+        break;
+      }
+      case 'response.output_item.added': {
+        assert.equal(at, acc.items.length, 'items are added at the next output index');
+        assert.ok(isRecord(d.item) && typeof d.item.id === 'string' && d.item.id !== '');
+        const it = d.item;
+        if (it.type === 'message') assert.deepEqual([it.status, it.content], ['in_progress', []]);
+        else if (it.type === 'function_call') {
+          assert.deepEqual([it.status, it.arguments], ['in_progress', '']);
+          assert.ok(typeof it.call_id === 'string' && typeof it.name === 'string');
+        } else if (it.type === 'reasoning') assert.deepEqual(it.summary, []);
+        else assert.fail(`unexpected item type ${String(it.type)}`);
+        acc.items.push(structuredClone(it));
+        text.push('');
+        done.push(false);
+        break;
+      }
+      case 'response.content_part.added':
+      case 'response.content_part.done': {
+        const it = open('message');
+        assert.equal(d.content_index, 0);
+        assert.ok(isRecord(d.part) && d.part.type === 'output_text');
+        if (d.type === 'response.content_part.added') assert.equal(d.part.text, '');
+        else assert.equal(d.part.text, text[at]);
+        it.content = [d.part];
+        break;
+      }
+      case 'response.output_text.delta':
+        open('message');
+        assert.equal(typeof d.delta, 'string');
+        text[at] += d.delta as string;
+        break;
+      case 'response.output_text.done':
+        open('message');
+        assert.equal(d.text, text[at], 'output_text.done repeats the text');
+        break;
+      case 'response.function_call_arguments.delta':
+        open('function_call');
+        text[at] += d.delta as string;
+        break;
+      case 'response.function_call_arguments.done':
+        open('function_call').arguments = d.arguments;
+        assert.equal(d.arguments, text[at], 'arguments.done repeats the arguments');
+        break;
+      case 'response.reasoning_summary_part.added':
+      case 'response.reasoning_summary_part.done': {
+        const it = open('reasoning');
+        assert.equal(d.summary_index, 0);
+        assert.ok(isRecord(d.part) && d.part.type === 'summary_text');
+        assert.equal(d.part.text, d.type === 'response.reasoning_summary_part.added' ? '' : text[at]);
+        it.summary = [d.part];
+        break;
+      }
+      case 'response.reasoning_summary_text.delta':
+        open('reasoning');
+        text[at] += d.delta as string;
+        break;
+      case 'response.reasoning_summary_text.done':
+        open('reasoning');
+        assert.equal(d.text, text[at]);
+        break;
+      case 'response.output_item.done': {
+        assert.ok(item !== undefined && done[at] === false, `output ${at} is open`);
+        assert.ok(isRecord(d.item));
+        assert.equal(d.item.id, item.id);
+        assert.equal(d.item.type, item.type);
+        if (item.type === 'function_call') assert.equal(d.item.arguments, text[at]);
+        if (item.type === 'message') assert.deepEqual(d.item.content, item.content);
+        if (item.type === 'reasoning') assert.deepEqual(d.item.summary, item.summary);
+        assert.notEqual(d.item.status, 'in_progress');
+        acc.items[at] = structuredClone(d.item);
+        done[at] = true;
+        break;
+      }
+      case 'response.completed':
+      case 'response.incomplete': {
+        assert.ok(isRecord(d.response));
+        assert.equal(d.response.id, acc.created?.id, 'one response id');
+        assert.equal(d.response.status, d.type === 'response.completed' ? 'completed' : 'incomplete');
+        assert.ok(done.every(Boolean), 'every item is done before the response ends');
+        assert.deepEqual(d.response.output, acc.items, 'the final response holds the items as they were done');
+        assert.ok(isRecord(d.response.usage), 'the final response has usage');
+        acc.final = d.response;
+        acc.terminal = d.type;
+        break;
+      }
+      case 'error':
+        assert.equal(typeof d.message, 'string');
+        acc.error = d;
+        acc.terminal = 'error';
+        break;
+      default:
+        assert.fail(`unexpected event ${String(d.type)}`);
+    }
+  });
+  return acc;
+}

@@ -52,12 +52,20 @@
 
 import { TranslationError } from '../errors.js';
 import { isObject } from '../json.js';
+import {
+  DEFAULT_ANTHROPIC_MAX_TOKENS,
+  TurnBuilder,
+  functionTool,
+  imageBlock,
+  invalid,
+  parseArguments,
+  pdfBlock,
+  systemField,
+  unsupported,
+} from '../anthropic-input.js';
 import type {
   AnthropicContentBlockParam,
   AnthropicDocumentBlockParam,
-  AnthropicImageBlockParam,
-  AnthropicImageMediaType,
-  AnthropicInputSchema,
   AnthropicMessageParam,
   AnthropicMessagesRequest,
   AnthropicTextBlockParam,
@@ -68,23 +76,13 @@ import type {
 import type { OpenAIChatRequest, OpenAIMessage, OpenAITextPart, OpenAITool, OpenAIToolChoice } from './types.js';
 
 /** Anthropic requires max_tokens; used when the OpenAI request sets neither max_tokens nor max_completion_tokens. */
-export const DEFAULT_ANTHROPIC_MAX_TOKENS = 4096;
+export { DEFAULT_ANTHROPIC_MAX_TOKENS };
 
 export interface OpenAIRequestToAnthropicOptions {
   /** The upstream model name to send. */
   model: string;
   /** Overrides DEFAULT_ANTHROPIC_MAX_TOKENS. */
   defaultMaxTokens?: number;
-}
-
-const IMAGE_MEDIA_TYPES: ReadonlySet<string> = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp']);
-
-function unsupported(param: string, what: string): TranslationError {
-  return new TranslationError('unsupported_parameter', `${what} has no equivalent in the Anthropic Messages API`, param);
-}
-
-function invalid(param: string | null, message: string): TranslationError {
-  return new TranslationError('invalid_request', message, param);
 }
 
 export function openaiRequestToAnthropic(
@@ -177,21 +175,8 @@ function translateTool(tool: OpenAITool, i: number): AnthropicTool {
   if (!isObject(tool)) throw invalid(`tools[${i}]`, 'tool must be an object');
   if (tool.type !== 'function') throw unsupported(`tools[${i}].type`, `tool type ${String(tool.type)}`);
   const fn = tool.function;
-  if (!isObject(fn) || typeof fn.name !== 'string' || fn.name === '') throw invalid(`tools[${i}].function.name`, 'function tools need a name');
-  const params = fn.parameters;
-  let schema: AnthropicInputSchema;
-  if (params == null) schema = { type: 'object', properties: {} };
-  else {
-    if (!isObject(params)) throw invalid(`tools[${i}].function.parameters`, 'parameters must be a JSON Schema object');
-    if (params.type !== undefined && params.type !== 'object') {
-      throw invalid(`tools[${i}].function.parameters.type`, 'function parameters must be a JSON Schema of type object');
-    }
-    schema = { ...params, type: 'object' };
-  }
-  const out: AnthropicTool = { name: fn.name, input_schema: schema };
-  if (typeof fn.description === 'string' && fn.description !== '') out.description = fn.description;
-  if (fn.strict === true) out.strict = true;
-  return out;
+  if (!isObject(fn)) throw invalid(`tools[${i}].function.name`, 'function tools need a name');
+  return functionTool(fn, `tools[${i}].function`);
 }
 
 function toolChoice(choice: OpenAIToolChoice | undefined, parallel: boolean | undefined): AnthropicToolChoice | undefined {
@@ -221,22 +206,11 @@ interface Translated {
   messages: AnthropicMessageParam[];
 }
 
-interface Turn {
-  role: 'user' | 'assistant';
-  content: AnthropicContentBlockParam[];
-}
-
 function translateMessages(messages: OpenAIMessage[]): Translated {
   if (!Array.isArray(messages) || messages.length === 0) throw invalid('messages', 'messages must be a non-empty array');
   const system: AnthropicTextBlockParam[] = [];
-  const turns: Turn[] = [];
-  const add = (role: 'user' | 'assistant', blocks: AnthropicContentBlockParam[]): void => {
-    if (blocks.length === 0) return;
-    const last = turns[turns.length - 1];
-    if (last !== undefined && last.role === role) {
-      for (const b of blocks) last.content.push(b);
-    } else turns.push({ role, content: blocks });
-  };
+  const turns = new TurnBuilder();
+  const add = (role: 'user' | 'assistant', blocks: AnthropicContentBlockParam[]): void => turns.add(role, blocks);
 
   for (let i = 0; i < messages.length; i++) {
     const msg = messages[i];
@@ -301,17 +275,7 @@ function translateMessages(messages: OpenAIMessage[]): Translated {
     }
   }
 
-  const out: AnthropicMessageParam[] = new Array<AnthropicMessageParam>(turns.length);
-  for (let i = 0; i < turns.length; i++) {
-    const t = turns[i]!;
-    const only = t.content.length === 1 ? t.content[0] : undefined;
-    // A lone plain text block is written as a string (equivalent, and what clients usually send).
-    out[i] = { role: t.role, content: only !== undefined && only.type === 'text' ? only.text : t.content };
-  }
-  let sys: Translated['system'];
-  if (system.length === 1) sys = system[0]!.text;
-  else if (system.length > 1) sys = system;
-  return { system: sys, messages: out };
+  return { system: systemField(system), messages: turns.messages() };
 }
 
 /** Strings of a string-or-text-parts content (system, developer, tool). */
@@ -360,55 +324,8 @@ function userBlocks(content: OpenAIMessage['content'], at: string): AnthropicCon
   return out;
 }
 
-interface DataUrl {
-  mediaType: string;
-  data: string;
-}
-
-/** Splits `data:<media type>[;params];base64,<data>` without a regex (data URLs can be megabytes). */
-function parseBase64DataUrl(url: string, at: string): DataUrl {
-  const comma = url.indexOf(',');
-  if (comma < 0) throw invalid(at, 'malformed data URL');
-  const header = url.slice(5, comma);
-  const semi = header.indexOf(';');
-  const mediaType = (semi < 0 ? header : header.slice(0, semi)).trim().toLowerCase();
-  if (semi < 0 || !header.slice(semi + 1).split(';').some((p) => p.trim().toLowerCase() === 'base64')) {
-    throw invalid(at, 'only base64 data URLs are supported');
-  }
-  return { mediaType, data: url.slice(comma + 1) };
-}
-
-function imageBlock(url: string, at: string): AnthropicImageBlockParam {
-  if (url.startsWith('data:')) {
-    const { mediaType, data } = parseBase64DataUrl(url, at);
-    if (!IMAGE_MEDIA_TYPES.has(mediaType)) throw unsupported(at, `image type ${mediaType}`);
-    return { type: 'image', source: { type: 'base64', media_type: mediaType as AnthropicImageMediaType, data } };
-  }
-  if (url.startsWith('https://') || url.startsWith('http://')) return { type: 'image', source: { type: 'url', url } };
-  throw invalid(at, 'image url must be a data: URL or an http(s) URL');
-}
-
 function fileBlock(file: unknown, at: string): AnthropicDocumentBlockParam {
   if (!isObject(file)) throw invalid(at, 'file part needs a file object');
   if (typeof file.file_data !== 'string') throw unsupported(at, 'a file part without file_data (file_id)');
-  if (!file.file_data.startsWith('data:')) throw invalid(`${at}.file_data`, 'file_data must be a base64 data URL');
-  const { mediaType, data } = parseBase64DataUrl(file.file_data, `${at}.file_data`);
-  if (mediaType !== 'application/pdf') throw unsupported(`${at}.file_data`, `file type ${mediaType}`);
-  const out: AnthropicDocumentBlockParam = { type: 'document', source: { type: 'base64', media_type: 'application/pdf', data } };
-  if (typeof file.filename === 'string' && file.filename !== '') out.title = file.filename;
-  return out;
-}
-
-/** Tool-call arguments -> tool_use input. '' means no arguments; anything but a JSON object is an error. */
-function parseArguments(args: unknown, at: string): Record<string, unknown> {
-  if (args === undefined || args === null || args === '') return {};
-  if (typeof args !== 'string') throw new TranslationError('invalid_tool_arguments', 'tool call arguments must be a JSON string', at);
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(args) as unknown;
-  } catch {
-    throw new TranslationError('invalid_tool_arguments', 'tool call arguments are not valid JSON', at);
-  }
-  if (!isObject(parsed)) throw new TranslationError('invalid_tool_arguments', 'tool call arguments must be a JSON object', at);
-  return parsed;
+  return pdfBlock(file.file_data, file.filename, `${at}.file_data`);
 }
