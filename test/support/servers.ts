@@ -106,13 +106,17 @@ abstract class ServerProcess {
 
 export class NatsServer extends ServerProcess {
   port = 0;
+  /** Client credentials the server requires (`--user`/`--pass`); none by default. */
+  auth: { user: string; pass: string } | null = null;
+  /** The client URL, with the credentials when the server requires them. */
   get url(): string {
-    return `nats://127.0.0.1:${this.port}`;
+    return `nats://${this.auth === null ? '' : `${this.auth.user}:${this.auth.pass}@`}127.0.0.1:${this.port}`;
   }
 
-  static async start(): Promise<NatsServer> {
+  static async start(auth: { user: string; pass: string } | null = null): Promise<NatsServer> {
     const s = new NatsServer('sightline-nats-');
     s.port = await freePort();
+    s.auth = auth;
     await s.start();
     return s;
   }
@@ -120,7 +124,8 @@ export class NatsServer extends ServerProcess {
   /** Starts (or restarts) the server on the same port and store directory. */
   async start(): Promise<void> {
     const bin = findBinary('nats-server');
-    this.spawnProcess(bin, ['-a', '127.0.0.1', '-p', String(this.port), '-js', '-sd', join(this.dir, 'js')]);
+    const auth = this.auth === null ? [] : ['--user', this.auth.user, '--pass', this.auth.pass];
+    this.spawnProcess(bin, ['-a', '127.0.0.1', '-p', String(this.port), '-js', '-sd', join(this.dir, 'js'), ...auth]);
     await waitFor(`nats-server on port ${this.port}`, () => {
       if (!this.running) throw new Error(`nats-server exited: ${this.output}`);
       return this.output.includes('Server is ready');

@@ -12,7 +12,7 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, loadConfigFromEnv } from '@sightline/config';
 import { ResilientNatsPublisher } from '@sightline/bus';
-import { dataDir, instanceId, onShutdown } from '@sightline/core';
+import { dataDir, instanceId, onShutdown, redactUrlCredentials } from '@sightline/core';
 import { startGateway } from './start.js';
 
 function log(msg: string): void {
@@ -29,32 +29,68 @@ function workerCount(): number {
   return n;
 }
 
-/** The primary of a multi-worker gateway: forks, restarts a worker that dies, stops them once. */
+/** A worker's message to the primary once it listens. */
+interface ReadyMessage {
+  type: 'sightline-ready';
+}
+
+function isReady(m: unknown): m is ReadyMessage {
+  return typeof m === 'object' && m !== null && (m as { type?: unknown }).type === 'sightline-ready';
+}
+
+/** Restart delays for a worker that died after serving: doubling from 0.5 s to 30 s. */
+const RESTART_MIN_MS = 500;
+const RESTART_MAX_MS = 30_000;
+/** A worker that served this long before dying restarts at the shortest delay again. */
+const STABLE_MS = 60_000;
+
+/**
+ * The primary of a multi-worker gateway: forks, restarts a worker that dies after serving
+ * (with a backoff), stops them once. A worker that dies before it ever listened (a bad
+ * configuration, a port in use) would die again: the primary stops every worker and exits
+ * non-zero, and the process manager or container runtime decides what happens next.
+ */
 function runPrimary(n: number): void {
   let stopping = false;
-  const fork = (slot: number) => {
+  const fork = (slot: number, delayMs: number) => {
     const w = cluster.fork({ GATEWAY_WORKER_SLOT: String(slot) });
+    let readyAt = 0;
+    w.on('message', (m: unknown) => {
+      if (!isReady(m) || readyAt !== 0) return;
+      readyAt = Date.now();
+      log(`worker ${slot} ready (pid ${w.process.pid ?? '?'})`);
+    });
     w.on('exit', (code, signal) => {
       if (stopping) return;
-      log(`worker ${slot} exited (${signal ?? code}); starting another`);
-      setTimeout(() => fork(slot), 500);
+      if (readyAt === 0) {
+        log(`worker ${slot} exited (${signal ?? code}) before it was ready; stopping the gateway`);
+        void stopAll().then(() => process.exit(typeof code === 'number' && code !== 0 ? code : 1));
+        return;
+      }
+      const next = Date.now() - readyAt >= STABLE_MS ? RESTART_MIN_MS : Math.min(RESTART_MAX_MS, delayMs * 2);
+      log(`worker ${slot} exited (${signal ?? code}); starting another in ${next} ms`);
+      setTimeout(() => {
+        if (!stopping) fork(slot, next);
+      }, next);
     });
   };
-  for (let i = 0; i < n; i++) fork(i);
-  log(`${n} workers`);
-  onShutdown(async () => {
+  const stopAll = async (): Promise<void> => {
     stopping = true;
     const workers = Object.values(cluster.workers ?? {}).filter((w) => w !== undefined);
     await Promise.all(
       workers.map(
         (w) =>
           new Promise<void>((resolve) => {
+            if (w.isDead()) return resolve();
             w.once('exit', () => resolve());
             w.process.kill('SIGTERM');
           }),
       ),
     );
-  });
+  };
+  for (let i = 0; i < n; i++) fork(i, RESTART_MIN_MS / 2);
+  log(`${n} workers`);
+  onShutdown(stopAll);
 }
 
 async function runWorker(): Promise<void> {
@@ -73,7 +109,8 @@ async function runWorker(): Promise<void> {
   const publisher = new ResilientNatsPublisher(natsUrl, instance);
   const gw = await startGateway({ config, publisher, instance, captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', log });
   log(`listening on ${gw.url} (instance ${instance}, config ${config.file})`);
-  void publisher.ready.then(() => log(`connected to NATS at ${natsUrl}`));
+  if (cluster.isWorker) process.send?.({ type: 'sightline-ready' } satisfies ReadyMessage);
+  void publisher.ready.then(() => log(`connected to NATS at ${redactUrlCredentials(natsUrl)}`));
   onShutdown(async () => {
     log('shutting down');
     await gw.close(10_000);
@@ -82,10 +119,13 @@ async function runWorker(): Promise<void> {
 
 try {
   const n = workerCount();
-  if (n > 1 && cluster.isPrimary) runPrimary(n);
-  else await runWorker();
+  if (n > 1 && cluster.isPrimary) {
+    // Check the configuration once before forking: every worker would fail on it alike.
+    loadConfigFromEnv();
+    runPrimary(n);
+  } else await runWorker();
 } catch (e) {
   if (e instanceof ConfigError) console.error(`invalid configuration: ${e.message}`);
-  else console.error(e);
+  else console.error(redactUrlCredentials(e instanceof Error ? (e.stack ?? e.message) : String(e)));
   process.exit(1);
 }

@@ -4,7 +4,7 @@
  *   CLICKHOUSE_DATABASE (see env.ts), INGESTER_PORT for /healthz and /metrics (default 8082).
  */
 import { connectNats, NatsConsumer } from '@sightline/bus';
-import { envInt, instanceId, onShutdown } from '@sightline/core';
+import { envInt, instanceId, onShutdown, redactUrlCredentials } from '@sightline/core';
 import { startIngester } from './start.js';
 import { storeFromEnv } from '@sightline/store';
 
@@ -21,7 +21,7 @@ async function main(): Promise<void> {
   const nc = await connectNats(natsUrl, name, { waitOnFirstConnect: true });
   const consumer = await NatsConsumer.open(nc, { ackWaitMs: envInt('INGESTER_ACK_WAIT_MS', 30_000) });
   const handle = await startIngester({ consumer, store, port: envInt('INGESTER_PORT', 8082), host: process.env.INGESTER_HOST || '0.0.0.0', log, name, retentionDays: envInt('SIGHTLINE_RETENTION_DAYS', 0) });
-  log(`consuming from ${natsUrl}, writing to ${store.kind} database ${store.database}; health on ${handle.url}`);
+  log(`consuming from ${redactUrlCredentials(natsUrl)}, writing to ${store.kind} database ${store.database}; health on ${handle.url}`);
   onShutdown(async () => {
     log('shutting down');
     await handle.close();
@@ -31,6 +31,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((e: unknown) => {
-  console.error(e);
+  console.error(redactUrlCredentials(e instanceof Error ? (e.stack ?? e.message) : String(e)));
   process.exit(1);
 });

@@ -2,13 +2,13 @@
  * `npm start`: the whole product in one process on one machine.
  *
  * Gateway, ingester and query API, with embedded stand-ins where no servers are named:
- * without NATS_URL an in-process bus carries the span batches; without CLICKHOUSE_URL
+ * without NATS_URL an in-process bus carries the request records; without CLICKHOUSE_URL
  * the in-process ClickHouse engine (chdb) stores them under SIGHTLINE_DATA_DIR (default
  * ./data). With those variables set, the same command uses the real servers.
  */
 import { ConfigError, loadConfigFromEnv } from '@sightline/config';
 import { connectNats, MemoryBus, NatsConsumer, ResilientNatsPublisher, type BusConsumer, type BusPublisher } from '@sightline/bus';
-import { dataDir, envInt, instanceId, onShutdown } from '@sightline/core';
+import { dataDir, envInt, instanceId, onShutdown, redactUrlCredentials } from '@sightline/core';
 import { storeFromEnv } from '@sightline/store';
 import { join } from 'node:path';
 import { startGateway } from '@sightline/app-gateway';
@@ -38,7 +38,7 @@ async function main(): Promise<void> {
     closeBus = async () => {
       await con.close();
     };
-    log(`bus: NATS JetStream at ${natsUrl}`);
+    log(`bus: NATS JetStream at ${redactUrlCredentials(natsUrl)}`);
   } else {
     const bus = new MemoryBus();
     // The gateway closes its publisher on shutdown; the in-process bus must outlive it
@@ -50,7 +50,7 @@ async function main(): Promise<void> {
   }
 
   const store = await storeFromEnv();
-  log(store.kind === 'chdb' ? `store: in-process ClickHouse (chdb) under ${dataDir()} (set CLICKHOUSE_URL to use a server)` : `store: ClickHouse at ${process.env.CLICKHOUSE_URL}`);
+  log(store.kind === 'chdb' ? `store: in-process ClickHouse (chdb) under ${dataDir()} (set CLICKHOUSE_URL to use a server)` : `store: ClickHouse at ${redactUrlCredentials(process.env.CLICKHOUSE_URL ?? '')}`);
 
   const ingester = await startIngester({ consumer, store, port: envInt('INGESTER_PORT', 8082), host: config.query.host, log: logger('ingester'), retentionDays: envInt('SIGHTLINE_RETENTION_DAYS', 0) });
   const query = await startQuery({ store, port: config.query.port, host: config.query.host, log: logger('query'), priceOf: priceLookup(config.pricing) });
@@ -76,6 +76,6 @@ async function main(): Promise<void> {
 
 main().catch((e: unknown) => {
   if (e instanceof ConfigError) console.error(`invalid configuration: ${e.message}`);
-  else console.error(e);
+  else console.error(redactUrlCredentials(e instanceof Error ? (e.stack ?? e.message) : String(e)));
   process.exit(1);
 });

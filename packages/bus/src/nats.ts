@@ -24,6 +24,7 @@ import {
   type StreamConfig,
 } from 'nats';
 import type { BusConsumer, BusMessage, BusPublisher } from './types.js';
+import { redactUrlCredentials } from '@sightline/core';
 
 export const STREAM_NAME = 'SIGHTLINE_SPANS';
 export const SUBJECT = 'sightline.spans.v1';
@@ -41,10 +42,36 @@ export interface StreamOptions {
   duplicateWindowMs?: number;
 }
 
+/**
+ * NATS_URL as the client takes it: a comma-separated server list whose credentials, when a
+ * URL carries them (`nats://user:pass@host` or `nats://token@host`), become connect options —
+ * the nats.js client ignores userinfo in server URLs. Throws when two URLs disagree.
+ */
+export function natsServers(url: string): { servers: string[]; user?: string; pass?: string; token?: string } {
+  let auth: { user?: string; pass?: string; token?: string } | null = null;
+  let authOf = '';
+  const servers: string[] = [];
+  for (const raw of url.split(',').map((s) => s.trim()).filter((s) => s !== '')) {
+    const m = /^([a-z][a-z0-9+.-]*:\/\/)([^/@]*)@(.*)$/i.exec(raw);
+    if (m === null) {
+      servers.push(raw);
+      continue;
+    }
+    const info = m[2]!;
+    const colon = info.indexOf(':');
+    const a = colon === -1 ? { token: decodeURIComponent(info) } : { user: decodeURIComponent(info.slice(0, colon)), pass: decodeURIComponent(info.slice(colon + 1)) };
+    if (auth !== null && info !== authOf) throw new Error('NATS_URL: every server URL must carry the same credentials');
+    auth = a;
+    authOf = info;
+    servers.push(m[1]! + m[3]!);
+  }
+  return { servers, ...auth };
+}
+
 /** Connects with unlimited reconnects: capture outlives NATS restarts. */
 export async function connectNats(url: string, name: string, extra: Partial<ConnectionOptions> = {}): Promise<NatsConnection> {
   return connect({
-    servers: url.split(',').map((s) => s.trim()),
+    ...natsServers(url),
     name,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
@@ -244,7 +271,7 @@ export class ResilientNatsPublisher implements BusPublisher {
 
   async publish(data: Uint8Array, msgId: string, timeoutMs: number): Promise<void> {
     const p = this.#publisher;
-    if (p === null) throw new Error(`not connected to NATS at ${this.url}`);
+    if (p === null) throw new Error(`not connected to NATS at ${redactUrlCredentials(this.url)}`);
     await p.publish(data, msgId, timeoutMs);
   }
 

@@ -112,3 +112,11 @@ test('ensureStream is idempotent and verifies an existing stream', async () => {
     await server.dispose();
   }
 });
+
+test('NATS_URL credentials become connect options; servers lose them', async () => {
+  const { natsServers } = await import('@sightline/bus');
+  assert.deepEqual(natsServers('nats://a:4222'), { servers: ['nats://a:4222'] });
+  assert.deepEqual(natsServers('nats://u:p%40ss@a:4222, nats://u:p%40ss@b:4222'), { servers: ['nats://a:4222', 'nats://b:4222'], user: 'u', pass: 'p@ss' });
+  assert.deepEqual(natsServers('tls://t0ken@a:4222,nats://b:4222'), { servers: ['tls://a:4222', 'nats://b:4222'], token: 't0ken' });
+  assert.throws(() => natsServers('nats://u:p@a:4222,nats://v:q@b:4222'), /same credentials/);
+});
