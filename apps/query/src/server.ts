@@ -6,7 +6,11 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { StoreError, type Store } from '@sightline/store';
 import { QueryError } from './errors.js';
 import { rangeParams, stringParam, traceIdParam } from './params.js';
-import { captureHealth, requestsByTrace, stageStats, usage, USAGE_KEYS, type PriceOf, type UsageKey } from './queries.js';
+import { requestsByTrace } from './queries/trace.js';
+import { stageStats } from './queries/stages.js';
+import { captureHealth } from './queries/capture.js';
+import { usage, USAGE_KEYS, type UsageKey } from './queries/usage.js';
+import type { PriceOf } from './pricing.js';
 
 export interface QueryServerOptions {
   store: Store;

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Store } from '@sightline/store';
-import type { PriceOf } from './queries.js';
+import type { PriceOf } from './pricing.js';
 import { buildQueryServer } from './server.js';
 
 export interface StartQueryOptions {

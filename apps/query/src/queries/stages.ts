@@ -1,0 +1,43 @@
+/** `GET /v1/stages`: count and percentiles of each stage's duration over a time range. */
+import { sql, table, SqlFragment, type Store } from '@sightline/store';
+import { STAGES } from '@sightline/core';
+import { ms, type Num } from './common.js';
+
+export interface StageFilter {
+  fromNs: bigint;
+  toNs: bigint;
+  model: string | null;
+  provider: string | null;
+  team: string | null;
+}
+
+export interface StageStats {
+  stage: string;
+  count: number;
+  p50_ns: number;
+  p95_ns: number;
+  p99_ns: number;
+  p50_ms: number;
+  p95_ms: number;
+  p99_ms: number;
+}
+
+const STAGE_ORDER = new Map<string, number>(STAGES.map((s, i) => [s, i]));
+
+export async function stageStats(store: Store, f: StageFilter): Promise<StageStats[]> {
+  const fromS = Number(f.fromNs / 1_000_000_000n);
+  const toS = Number((f.toNs + 999_999_999n) / 1_000_000_000n);
+  let where = sql`is_root = 0 AND has(${STAGES}, name) AND start_time >= toDateTime(${fromS}, 'UTC') AND start_time <= toDateTime(${toS}, 'UTC') AND start_time_unix_nano >= ${f.fromNs} AND start_time_unix_nano < ${f.toNs}`;
+  if (f.model !== null) where += sql` AND model = ${f.model}`;
+  if (f.provider !== null) where += sql` AND provider = ${f.provider}`;
+  if (f.team !== null) where += sql` AND team = ${f.team}`;
+  const rows = await store.query<{ name: string; count: Num; q: Num[] }>(
+    sql`SELECT name, count() AS count, quantilesExact(0.5, 0.95, 0.99)(duration_ns) AS q FROM ${table(store.database, 'spans')} FINAL WHERE ${new SqlFragment(where)} GROUP BY name`,
+  );
+  return rows
+    .map((r) => {
+      const [p50, p95, p99] = r.q.map(Number) as [number, number, number];
+      return { stage: r.name, count: Number(r.count), p50_ns: p50, p95_ns: p95, p99_ns: p99, p50_ms: ms(p50), p95_ms: ms(p95), p99_ms: ms(p99) };
+    })
+    .sort((a, b) => (STAGE_ORDER.get(a.stage) ?? 99) - (STAGE_ORDER.get(b.stage) ?? 99) || a.stage.localeCompare(b.stage));
+}
