@@ -6,7 +6,7 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { ClickHouseServerStore, migrate, sql, table } from '@sightline/store';
+import { ClickHouseServerStore, migrate, sql, table, type Sql } from '@sightline/store';
 import { connectNats, ensureStream, NatsConsumer, NatsPublisher, DEADLETTER_STREAM, STREAM_NAME, DURABLE_NAME } from '@sightline/bus';
 import { Ingester, Rollup, Retention } from '@sightline/app-ingester';
 import { RequestRecord, SpanBuilder, toWire, type WireRecord } from '@sightline/capture';
@@ -76,7 +76,7 @@ async function publish(b: BatchV2 | CaptureBatchV1 | string, id?: string): Promi
   await publisher.publish(data, id ?? (typeof b === 'string' ? `raw-${Math.random()}` : `${b.instance}/${b.batch}`), 5000);
 }
 
-async function count(q: string): Promise<number> {
+async function count(q: Sql): Promise<number> {
   const rows = await store.query<{ n: string | number }>(q);
   return Number(rows[0]?.n ?? 0);
 }

@@ -1,5 +1,6 @@
-export { sql, literal, ident, table, SqlFragment } from './sql.js';
-export type { SqlValue } from './sql.js';
+// trustedSql is left out on purpose: only migrate.ts may take text as SQL (sql.ts).
+export { sql, literal, ident, table, join } from './sql.js';
+export type { Sql, SqlValue } from './sql.js';
 export { ClickHouseServerStore, ChdbStore } from './store.js';
 export type { Store, ClickHouseServerOptions, ChdbOptions } from './store.js';
 export { migrate, readMigrations, splitStatements, MIGRATIONS_DIR } from './migrate.js';

@@ -5,15 +5,16 @@
  */
 import { createClient, ClickHouseLogLevel, type ClickHouseClient } from '@clickhouse/client';
 import { StoreError } from './errors.js';
+import type { Sql } from './sql.js';
 
 export interface Store {
   readonly kind: 'clickhouse' | 'chdb';
   /** Database holding Sightline's tables. */
   readonly database: string;
-  /** Runs a statement that returns no rows (DDL). */
-  command(sql: string): Promise<void>;
+  /** Runs a statement that returns no rows (DDL). Only `Sql` built by sql.ts is accepted. */
+  command(sql: Sql): Promise<void>;
   /** Runs a SELECT and returns its rows (JSONEachRow; 64-bit integers may be strings). */
-  query<T>(sql: string): Promise<T[]>;
+  query<T>(sql: Sql): Promise<T[]>;
   /** Inserts rows as JSONEachRow into `database.table`; resolves once the engine confirmed. */
   insert(table: string, rows: readonly object[]): Promise<void>;
   close(): Promise<void>;
@@ -55,17 +56,17 @@ export class ClickHouseServerStore implements Store {
     });
   }
 
-  async command(sql: string): Promise<void> {
+  async command(sql: Sql): Promise<void> {
     try {
-      await this.#client.command({ query: sql });
+      await this.#client.command({ query: sql.text });
     } catch (e) {
       throw new StoreError('SL_STORE_QUERY', `ClickHouse command failed: ${(e as Error).message}`, { cause: e });
     }
   }
 
-  async query<T>(sql: string): Promise<T[]> {
+  async query<T>(sql: Sql): Promise<T[]> {
     try {
-      const rs = await this.#client.query({ query: sql, format: 'JSONEachRow' });
+      const rs = await this.#client.query({ query: sql.text, format: 'JSONEachRow' });
       return await rs.json<T>();
     } catch (e) {
       throw new StoreError('SL_STORE_QUERY', `ClickHouse query failed: ${(e as Error).message}`, { cause: e });
@@ -123,20 +124,20 @@ export class ChdbStore implements Store {
     return new ChdbStore(new mod.Session(opts.path), opts.database ?? 'sightline');
   }
 
-  async command(sql: string): Promise<void> {
+  async command(sql: Sql): Promise<void> {
     try {
-      await this.#session.queryAsync(sql);
+      await this.#session.queryAsync(sql.text);
     } catch (e) {
       throw new StoreError('SL_STORE_QUERY', `chdb command failed: ${(e as Error).message}`, { cause: e });
     }
   }
 
-  async query<T>(sql: string): Promise<T[]> {
+  async query<T>(sql: Sql): Promise<T[]> {
     let text: string;
     try {
       // Same 64-bit integer quoting as the server store; a SETTINGS clause on the query
       // itself keeps the session's defaults untouched.
-      const res = await this.#session.queryAsync(`${sql}\nSETTINGS output_format_json_quote_64bit_integers = 1`, { format: 'JSONEachRow' });
+      const res = await this.#session.queryAsync(`${sql.text}\nSETTINGS output_format_json_quote_64bit_integers = 1`, { format: 'JSONEachRow' });
       text = res.text();
     } catch (e) {
       throw new StoreError('SL_STORE_QUERY', `chdb query failed: ${(e as Error).message}`, { cause: e });

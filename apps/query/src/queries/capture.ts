@@ -1,5 +1,5 @@
 /** `GET /v1/capture`: served vs captured requests per gateway instance and minute, and ingest lag. */
-import { sql, table, SqlFragment, type Store } from '@sightline/store';
+import { join, sql, table, type Sql, type Store } from '@sightline/store';
 import { ms, type Num } from './common.js';
 
 export interface CaptureMinute {
@@ -35,10 +35,10 @@ export interface CaptureLag {
 export async function captureHealth(store: Store, fromNs: bigint, toNs: bigint, instance: string | null): Promise<{ instances: CaptureInstance[]; lag: CaptureLag }> {
   const fromS = Number(fromNs / 1_000_000_000n);
   const toS = Number((toNs + 999_999_999n) / 1_000_000_000n);
-  let where = sql`start_time >= toDateTime(${fromS}, 'UTC') AND start_time <= toDateTime(${toS}, 'UTC') AND start_time_unix_nano >= ${fromNs} AND start_time_unix_nano < ${toNs}`;
-  if (instance !== null) where += sql` AND instance = ${instance}`;
+  const where: Sql[] = [sql`start_time >= toDateTime(${fromS}, 'UTC') AND start_time <= toDateTime(${toS}, 'UTC') AND start_time_unix_nano >= ${fromNs} AND start_time_unix_nano < ${toNs}`];
+  if (instance !== null) where.push(sql`instance = ${instance}`);
   const rows = await store.query<{ instance: string; minute: Num; captured: Num; min_seq: Num; max_seq: Num }>(
-    sql`SELECT instance, toUInt32(toStartOfMinute(start_time)) AS minute, count() AS captured, min(seq) AS min_seq, max(seq) AS max_seq FROM ${table(store.database, 'requests')} FINAL WHERE ${new SqlFragment(where)} GROUP BY instance, minute ORDER BY instance, minute`,
+    sql`SELECT instance, toUInt32(toStartOfMinute(start_time)) AS minute, count() AS captured, min(seq) AS min_seq, max(seq) AS max_seq FROM ${table(store.database, 'requests')} FINAL WHERE ${join(where, sql` AND `)} GROUP BY instance, minute ORDER BY instance, minute`,
   );
   const byInstance = new Map<string, CaptureInstance>();
   let prevMax = 0;
@@ -58,9 +58,10 @@ export async function captureHealth(store: Store, fromNs: bigint, toNs: bigint, 
     inst.captured += captured;
     inst.missing += Math.max(0, served - captured);
   }
-  const wfrom = sql`written_at >= toDateTime(${fromS}, 'UTC') AND written_at <= toDateTime(${toS}, 'UTC')`;
+  const lagWhere: Sql[] = [sql`written_at >= toDateTime(${fromS}, 'UTC') AND written_at <= toDateTime(${toS}, 'UTC') AND published_at_unix_nano > 0`];
+  if (instance !== null) lagWhere.push(sql`instance = ${instance}`);
   const lagRows = await store.query<{ batches: Num; q: Num[]; mx: Num }>(
-    sql`SELECT count() AS batches, quantilesExact(0.5, 0.99)(lag) AS q, max(lag) AS mx FROM (SELECT instance, batch, min(toInt64(written_at_unix_nano) - toInt64(published_at_unix_nano)) AS lag FROM ${table(store.database, 'ingest_batches')} WHERE ${new SqlFragment(wfrom)} AND published_at_unix_nano > 0${instance === null ? new SqlFragment('') : new SqlFragment(sql` AND instance = ${instance}`)} GROUP BY instance, batch)`,
+    sql`SELECT count() AS batches, quantilesExact(0.5, 0.99)(lag) AS q, max(lag) AS mx FROM (SELECT instance, batch, min(toInt64(written_at_unix_nano) - toInt64(published_at_unix_nano)) AS lag FROM ${table(store.database, 'ingest_batches')} WHERE ${join(lagWhere, sql` AND `)} GROUP BY instance, batch)`,
   );
   const l = lagRows[0];
   const batches = Number(l?.batches ?? 0);

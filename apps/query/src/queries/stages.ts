@@ -1,5 +1,5 @@
 /** `GET /v1/stages`: count and percentiles of each stage's duration over a time range. */
-import { sql, table, SqlFragment, type Store } from '@sightline/store';
+import { join, sql, table, type Sql, type Store } from '@sightline/store';
 import { STAGES } from '@sightline/core';
 import { ms, type Num } from './common.js';
 
@@ -27,12 +27,14 @@ const STAGE_ORDER = new Map<string, number>(STAGES.map((s, i) => [s, i]));
 export async function stageStats(store: Store, f: StageFilter): Promise<StageStats[]> {
   const fromS = Number(f.fromNs / 1_000_000_000n);
   const toS = Number((f.toNs + 999_999_999n) / 1_000_000_000n);
-  let where = sql`is_root = 0 AND has(${STAGES}, name) AND start_time >= toDateTime(${fromS}, 'UTC') AND start_time <= toDateTime(${toS}, 'UTC') AND start_time_unix_nano >= ${f.fromNs} AND start_time_unix_nano < ${f.toNs}`;
-  if (f.model !== null) where += sql` AND model = ${f.model}`;
-  if (f.provider !== null) where += sql` AND provider = ${f.provider}`;
-  if (f.team !== null) where += sql` AND team = ${f.team}`;
+  const where: Sql[] = [
+    sql`is_root = 0 AND has(${STAGES}, name) AND start_time >= toDateTime(${fromS}, 'UTC') AND start_time <= toDateTime(${toS}, 'UTC') AND start_time_unix_nano >= ${f.fromNs} AND start_time_unix_nano < ${f.toNs}`,
+  ];
+  if (f.model !== null) where.push(sql`model = ${f.model}`);
+  if (f.provider !== null) where.push(sql`provider = ${f.provider}`);
+  if (f.team !== null) where.push(sql`team = ${f.team}`);
   const rows = await store.query<{ name: string; count: Num; q: Num[] }>(
-    sql`SELECT name, count() AS count, quantilesExact(0.5, 0.95, 0.99)(duration_ns) AS q FROM ${table(store.database, 'spans')} FINAL WHERE ${new SqlFragment(where)} GROUP BY name`,
+    sql`SELECT name, count() AS count, quantilesExact(0.5, 0.95, 0.99)(duration_ns) AS q FROM ${table(store.database, 'spans')} FINAL WHERE ${join(where, sql` AND `)} GROUP BY name`,
   );
   return rows
     .map((r) => {

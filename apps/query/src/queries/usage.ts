@@ -1,5 +1,5 @@
 /** `GET /v1/usage`: requests, tokens and cost from the per-minute rollup. */
-import { sql, table, SqlFragment, type Store } from '@sightline/store';
+import { join, sql, table, type Sql, type Store } from '@sightline/store';
 import { costUsd, type PriceOf } from '../pricing.js';
 import { ms, type Num } from './common.js';
 
@@ -40,15 +40,15 @@ export interface UsageFilter {
  */
 export async function usage(store: Store, f: UsageFilter, priceOf: PriceOf): Promise<{ rows: UsageRow[]; total: UsageRow }> {
   const from = f.fromS - (f.fromS % 60);
-  let where = sql`minute >= toDateTime(${from}, 'UTC') AND minute < toDateTime(${f.toS}, 'UTC')`;
-  if (f.team !== null) where += sql` AND team = ${f.team}`;
-  if (f.model !== null) where += sql` AND model = ${f.model}`;
-  if (f.provider !== null) where += sql` AND provider = ${f.provider}`;
+  const where: Sql[] = [sql`minute >= toDateTime(${from}, 'UTC') AND minute < toDateTime(${f.toS}, 'UTC')`];
+  if (f.team !== null) where.push(sql`team = ${f.team}`);
+  if (f.model !== null) where.push(sql`model = ${f.model}`);
+  if (f.provider !== null) where.push(sql`provider = ${f.provider}`);
   const rows = await store.query<Record<string, Num | string>>(
     sql`SELECT team, model, provider, dialect, sum(requests) AS requests, sum(errors) AS errors, sum(aborted) AS aborted, sum(streams) AS streams,
   sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, sum(cache_read_tokens) AS cache_read_tokens, sum(cache_write_tokens) AS cache_write_tokens,
   sum(gateway_ns_sum) AS gateway_ns
-FROM ${table(store.database, 'requests_1m')} FINAL WHERE ${new SqlFragment(where)} GROUP BY team, model, provider, dialect`,
+FROM ${table(store.database, 'requests_1m')} FINAL WHERE ${join(where, sql` AND `)} GROUP BY team, model, provider, dialect`,
   );
   const groups = new Map<string, UsageRow & { gatewayNs: number }>();
   const blank = (): UsageRow & { gatewayNs: number } => ({ requests: 0, errors: 0, aborted: 0, streams: 0, input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cache_write_tokens: 0, cost_usd: 0, gateway_mean_ms: 0, gatewayNs: 0 });
