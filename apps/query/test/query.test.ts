@@ -9,16 +9,31 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ChdbStore, ClickHouseServerStore, migrate, type Store } from '@sightline/store';
-import { RequestRecord, SpanBuilder } from '@sightline/capture';
-import { newTraceId, newSpanId, now, type IngestBatchRow } from '@sightline/core';
+import { RequestRecord, SpanBuilder, toWire } from '@sightline/capture';
+import { newTraceId, newSpanId, type IngestBatchRow } from '@sightline/core';
 import { buildQueryServer, priceLookup } from '@sightline/app-query';
 import { Rollup } from '@sightline/app-ingester';
 import type { FastifyInstance } from 'fastify';
 import { ClickHouseServer } from '../../../test/support/servers.js';
 
+/**
+ * A fixed clock: every row is stamped in the minute 2025-06-01 12:00 UTC, 20 s in, and every
+ * query names its range, so no test depends on when (or across which minute) it runs.
+ */
+const BASE_MS = Date.UTC(2025, 5, 1, 12, 0, 20);
+const BASE_S = BASE_MS / 1000;
+const BASE_NS = BigInt(BASE_MS) * 1_000_000n;
+const MINUTE_S = BASE_S - (BASE_S % 60);
+const ORIGIN_NS = BASE_NS - 1_000_000_000n;
+const iso = (ms: number) => new Date(ms).toISOString();
+/** A range around the fixed minute, as query parameters. */
+const RANGE = `from=${iso(BASE_MS - 120_000)}&to=${iso(BASE_MS + 120_000)}`;
+
 function record(seq: number, opts: { retried?: boolean } = {}): RequestRecord {
   const r = new RequestRecord();
-  const t = now();
+  // Marks are milliseconds since the gateway's monotonic origin (ORIGIN_NS below, passed to
+  // the span builder): this request starts at BASE_MS + seq ms. Marks must be positive (0 is "unset").
+  const t = 1000 + seq;
   r.seq = seq;
   r.traceId = newTraceId();
   r.rootSpanId = newSpanId();
@@ -56,14 +71,13 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
     let app: FastifyInstance;
     const builder = new SpanBuilder();
     let retriedTrace = '';
-    const since = Date.now() - 1000;
 
     before(async () => {
       ({ store, done } = await open());
       await migrate(store);
       app = buildQueryServer({ store, priceOf: priceLookup([{ match: ['gpt-4o*'], inputPerMTok: 2.5, outputPerMTok: 10, cacheReadPerMTok: 1.25, cacheWritePerMTok: 2.5 }]) });
       // Requests 1..10 served, 4 and 7 never captured; 2 delivered twice.
-      const built = [1, 2, 3, 5, 6, 8, 9, 10].map((seq) => builder.buildRecord(record(seq, { retried: seq === 3 }), 'gw-q'));
+      const built = [1, 2, 3, 5, 6, 8, 9, 10].map((seq) => builder.build(toWire(record(seq, { retried: seq === 3 })), 'gw-q', ORIGIN_NS));
       retriedTrace = built[2]!.request.trace_id;
       const requests = built.map((b) => b.request);
       const spans = built.flatMap((b) => b.spans);
@@ -71,12 +85,12 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
       await store.insert('requests', requests);
       await store.insert('requests', [built[1]!.request]);
       await store.insert('spans', built[1]!.spans);
-      const nowNs = BigInt(Date.now()) * 1_000_000n;
+      const written = BASE_NS + 1_000_000_000n;
       const ledger: IngestBatchRow[] = [
-        { instance: 'gw-q', batch: '1', ingester: 'i', published_at_unix_nano: String(nowNs - 40_000_000n), written_at_unix_nano: String(nowNs), written_at: Math.floor(Date.now() / 1000), requests: 4, spans: 40 },
-        { instance: 'gw-q', batch: '2', ingester: 'i', published_at_unix_nano: String(nowNs - 10_000_000n), written_at_unix_nano: String(nowNs), written_at: Math.floor(Date.now() / 1000), requests: 4, spans: 40 },
+        { instance: 'gw-q', batch: '1', ingester: 'i', published_at_unix_nano: String(written - 40_000_000n), written_at_unix_nano: String(written), written_at: BASE_S + 1, requests: 4, spans: 40 },
+        { instance: 'gw-q', batch: '2', ingester: 'i', published_at_unix_nano: String(written - 10_000_000n), written_at_unix_nano: String(written), written_at: BASE_S + 1, requests: 4, spans: 40 },
         // batch 2 again, later (a redelivery): lag counts the first, visible write
-        { instance: 'gw-q', batch: '2', ingester: 'i', published_at_unix_nano: String(nowNs - 10_000_000n), written_at_unix_nano: String(nowNs + 5_000_000_000n), written_at: Math.floor(Date.now() / 1000), requests: 4, spans: 40 },
+        { instance: 'gw-q', batch: '2', ingester: 'i', published_at_unix_nano: String(written - 10_000_000n), written_at_unix_nano: String(written + 5_000_000_000n), written_at: BASE_S + 6, requests: 4, spans: 40 },
       ];
       await store.insert('ingest_batches', ledger);
     });
@@ -86,14 +100,14 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
     });
 
     test('capture health: served from request numbers, captured once, gaps are missing', async () => {
-      const res = await app.inject({ url: `/v1/capture?from=${new Date(since - 60_000).toISOString()}` });
+      const res = await app.inject({ url: `/v1/capture?${RANGE}` });
       assert.equal(res.statusCode, 200);
-      const body = res.json() as { instances: { instance: string; served: number; captured: number; missing: number; minutes: { served: number; captured: number }[] }[]; lag: { batches: number; p50_ms: number; max_ms: number } };
+      const body = res.json() as { instances: { instance: string; served: number; captured: number; missing: number; minutes: { minute: string; served: number; captured: number }[] }[]; lag: { batches: number; p50_ms: number; max_ms: number } };
       const inst = body.instances.find((i) => i.instance === 'gw-q')!;
       assert.equal(inst.served, 10);
       assert.equal(inst.captured, 8);
       assert.equal(inst.missing, 2);
-      assert.equal(inst.minutes.reduce((a, m) => a + m.served, 0), 10);
+      assert.deepEqual(inst.minutes.map((m) => [m.minute, m.served, m.captured]), [[iso(MINUTE_S * 1000), 10, 8]]);
       assert.equal(body.lag.batches, 2);
       assert.ok(Math.abs(body.lag.max_ms - 40) < 1, `max lag ${body.lag.max_ms}`);
     });
@@ -111,7 +125,7 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
     });
 
     test('a request stored twice is returned once', async () => {
-      const res = await app.inject({ url: '/v1/stages?model=gpt-4o' });
+      const res = await app.inject({ url: `/v1/stages?model=gpt-4o&${RANGE}` });
       const body = res.json() as { stages: { stage: string; count: number; p50_ns: number }[] };
       const parse = body.stages.find((s) => s.stage === 'parse')!;
       assert.equal(parse.count, 8, 'each request counted once');
@@ -122,10 +136,9 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
 
     test('usage and cost per team and model come from the rollup, each request counted once', async () => {
       const rollup = new Rollup(store);
-      const nowS = Math.floor(Date.now() / 1000);
-      await rollup.recompute(nowS - (nowS % 60));
-      await rollup.recompute(nowS - (nowS % 60)); // recomputing is idempotent
-      const res = await app.inject({ url: `/v1/usage?from=${new Date(since - 120_000).toISOString()}&group_by=team,model` });
+      await rollup.recompute(MINUTE_S);
+      await rollup.recompute(MINUTE_S); // recomputing is idempotent
+      const res = await app.inject({ url: `/v1/usage?${RANGE}&group_by=team,model` });
       assert.equal(res.statusCode, 200, res.body);
       const body = res.json() as { rows: { team: string; model: string; requests: number; input_tokens: number; output_tokens: number; cache_read_tokens: number; cost_usd: number | null }[]; total: { requests: number; cost_usd: number | null } };
       const row = body.rows.find((r) => r.team === 'search' && r.model === 'gpt-4o')!;
