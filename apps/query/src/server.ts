@@ -55,9 +55,9 @@ export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
 
   app.get<{ Params: { traceId: string } }>('/v1/requests/:traceId', async (req) => {
     const traceId = traceIdParam(req.params.traceId);
-    const requests = await requestsByTrace(store, traceId);
+    const { requests, total, omitted } = await requestsByTrace(store, traceId);
     if (requests.length === 0) throw new QueryError('not_found', `no request with trace id ${traceId} (capture reaches the store within seconds; retry shortly if it was just sent)`);
-    return { trace_id: traceId, requests };
+    return { trace_id: traceId, total, omitted, requests };
   });
 
   app.get<{ Querystring: Record<string, unknown> }>('/v1/stages', async (req) => {

@@ -71,6 +71,8 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
     let app: FastifyInstance;
     const builder = new SpanBuilder();
     let retriedTrace = '';
+    /** One trace id sent by 2,000 requests (a client reusing its `traceparent`), an hour later. */
+    const crowdedTrace = newTraceId();
 
     before(async () => {
       ({ store, done } = await open());
@@ -93,6 +95,14 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
         { instance: 'gw-q', batch: '2', ingester: 'i', published_at_unix_nano: String(written - 10_000_000n), written_at_unix_nano: String(written + 5_000_000_000n), written_at: BASE_S + 6, requests: 4, spans: 40 },
       ];
       await store.insert('ingest_batches', ledger);
+      const crowd = Array.from({ length: 2000 }, (_, i) => {
+        const r = record(i + 1, { retried: i % 2 === 0 });
+        r.traceId = crowdedTrace;
+        r.model = 'crowd';
+        return builder.build(toWire(r), 'gw-crowd', ORIGIN_NS + 3_600_000_000_000n);
+      });
+      await store.insert('requests', crowd.map((b) => b.request));
+      await store.insert('spans', crowd.flatMap((b) => b.spans));
     });
     after(async () => {
       await app.close();
@@ -115,13 +125,33 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
     test('a request with a retry: waterfall of stages, and each attempt listed', async () => {
       const res = await app.inject({ url: `/v1/requests/${retriedTrace}` });
       assert.equal(res.statusCode, 200);
-      const body = res.json() as { requests: { total_ns: number; waterfall: { stage: string; duration_ns: number }[]; attempts: { attempt: number; status: number; ok: boolean }[] }[] };
+      const body = res.json() as { total: number; omitted: number; requests: { total_ns: number; waterfall: { stage: string; duration_ns: number }[]; attempts: { attempt: number; status: number; ok: boolean }[] }[] };
       assert.equal(body.requests.length, 1);
+      assert.deepEqual([body.total, body.omitted], [1, 0]);
       const r = body.requests[0]!;
       assert.ok(r.waterfall.some((w) => w.stage === 'upstream.retry'));
       assert.ok(!r.waterfall.some((w) => w.stage === 'upstream.attempt'));
       assert.equal(r.waterfall.reduce((a, w) => a + w.duration_ns, 0), r.total_ns);
       assert.deepEqual(r.attempts.map((a) => [a.attempt, a.status, a.ok]), [[1, 500, false], [2, 200, true]]);
+    });
+
+    test('a trace id reused by 2,000 requests: a bounded list, oldest first, and the count left out, within a second', async () => {
+      const t0 = performance.now();
+      const res = await app.inject({ url: `/v1/requests/${crowdedTrace}` });
+      const elapsedMs = performance.now() - t0;
+      assert.equal(res.statusCode, 200);
+      const body = res.json() as { total: number; omitted: number; requests: { seq: number; total_ns: number; waterfall: { stage: string; duration_ns: number }[]; attempts: { ok: boolean }[] }[] };
+      assert.equal(body.requests.length, 100);
+      assert.equal(body.total, 2000);
+      assert.equal(body.omitted, 1900);
+      assert.deepEqual(body.requests.map((r) => r.seq), Array.from({ length: 100 }, (_, i) => i + 1));
+      // Each listed request got its own spans: retried ones (odd seq) two attempts, the others one.
+      for (const r of body.requests) {
+        assert.equal(r.waterfall.reduce((a, w) => a + w.duration_ns, 0), r.total_ns, `seq ${r.seq}`);
+        assert.equal(r.attempts.length, r.seq % 2 === 1 ? 2 : 1, `seq ${r.seq}`);
+        assert.equal(r.waterfall.filter((w) => w.stage === 'parse').length, 1, `seq ${r.seq}`);
+      }
+      assert.ok(elapsedMs < 1000, `answered in ${Math.round(elapsedMs)} ms`);
     });
 
     test('a request stored twice is returned once', async () => {

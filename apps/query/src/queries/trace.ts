@@ -124,20 +124,54 @@ function attrMap(s: SpanDbRow): Record<string, string> {
   return m;
 }
 
-export async function requestsByTrace(store: Store, traceId: string): Promise<RequestView[]> {
+/** The most requests one answer lists (oldest first); the rest are counted in `omitted`. */
+export const TRACE_REQUESTS_LIMIT = 100;
+
+export interface TraceView {
+  /** The first `TRACE_REQUESTS_LIMIT` requests of the trace by start time, oldest first. */
+  requests: RequestView[];
+  /** Requests with this trace id in the store. */
+  total: number;
+  /** `total` minus the requests listed. */
+  omitted: number;
+}
+
+/**
+ * The requests of one trace. Callers choose their trace ids (`traceparent`), so one trace
+ * can hold any number of requests (issue 9): the list is bounded, the rest is counted, and
+ * only the listed requests' spans are read, matched to them through maps by span id.
+ */
+export async function requestsByTrace(store: Store, traceId: string, max: number = TRACE_REQUESTS_LIMIT): Promise<TraceView> {
   const reqT = table(store.database, 'requests');
   const spanT = table(store.database, 'spans');
-  const [reqs, spans] = await Promise.all([
-    store.query<RequestDbRow>(sql`SELECT * FROM ${reqT} FINAL WHERE trace_id = ${traceId} ORDER BY start_time_unix_nano`),
+  const reqs = await store.query<RequestDbRow>(
+    sql`SELECT * FROM ${reqT} FINAL WHERE trace_id = ${traceId} ORDER BY start_time_unix_nano, span_id LIMIT ${max}`,
+  );
+  if (reqs.length === 0) return { requests: [], total: 0, omitted: 0 };
+  const ids = reqs.map((r) => r.span_id);
+  const [counted, spans] = await Promise.all([
+    // Counted only when the list is full: the common trace of one request costs no second scan.
+    reqs.length < max ? Promise.resolve(reqs.length) : store.query<{ n: Num }>(sql`SELECT count() AS n FROM ${reqT} FINAL WHERE trace_id = ${traceId}`).then((rows) => Number(rows[0]?.n ?? 0)),
     store.query<SpanDbRow>(
-      sql`SELECT span_id, parent_span_id, name, kind, is_root, start_time_unix_nano, duration_ns, status_code, status_message, attr_keys, attr_values FROM ${spanT} FINAL WHERE trace_id = ${traceId} ORDER BY start_time_unix_nano, is_root DESC`,
+      sql`SELECT span_id, parent_span_id, name, kind, is_root, start_time_unix_nano, duration_ns, status_code, status_message, attr_keys, attr_values FROM ${spanT} FINAL WHERE trace_id = ${traceId} AND (has(${ids}, span_id) OR has(${ids}, parent_span_id)) ORDER BY start_time_unix_nano, is_root DESC`,
     ),
   ]);
-  return reqs.map((r) => {
+  // Rows written after the list was read may already be counted, never fewer than listed.
+  const total = Math.max(counted, reqs.length);
+  const byId = new Map<string, SpanDbRow>();
+  const childrenOf = new Map<string, SpanDbRow[]>();
+  for (const s of spans) {
+    if (!byId.has(s.span_id)) byId.set(s.span_id, s);
+    if (Number(s.is_root) !== 0) continue;
+    const siblings = childrenOf.get(s.parent_span_id);
+    if (siblings === undefined) childrenOf.set(s.parent_span_id, [s]);
+    else siblings.push(s);
+  }
+  const requests = reqs.map((r): RequestView => {
     const start = BigInt(r.start_time_unix_nano);
-    const root = spans.find((s) => s.span_id === r.span_id);
+    const root = byId.get(r.span_id);
     const attributes: Record<string, string> = root === undefined ? {} : attrMap(root);
-    const children = spans.filter((s) => s.parent_span_id === r.span_id && Number(s.is_root) === 0);
+    const children = childrenOf.get(r.span_id) ?? [];
     const attempts = children
       .filter((s) => s.name === ATTEMPT_SPAN)
       .map((s): AttemptView => {
@@ -206,4 +240,5 @@ export async function requestsByTrace(store: Store, traceId: string): Promise<Re
       attempts,
     };
   });
+  return { requests, total, omitted: total - requests.length };
 }
