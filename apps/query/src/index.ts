@@ -12,5 +12,7 @@ export type { CaptureInstance, CaptureMinute, CaptureLag } from './queries/captu
 export { usage, USAGE_KEYS } from './queries/usage.js';
 export type { UsageRow, UsageFilter, UsageKey } from './queries/usage.js';
 export { timeParam, traceIdParam } from './params.js';
+export { DEFAULT_READ_LIMITS, readLimitsFromEnv, RANGES } from './limits.js';
+export type { RangeLimit } from './limits.js';
 export { priceLookup, costUsd } from './pricing.js';
 export type { PriceOf, Price } from './pricing.js';

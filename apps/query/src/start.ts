@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
-import type { Store } from '@sightline/store';
+import type { ReadLimits, Store } from '@sightline/store';
 import type { PriceOf } from './pricing.js';
 import { buildQueryServer } from './server.js';
+import { readLimitsFromEnv } from './limits.js';
 
 export interface StartQueryOptions {
   store: Store;
@@ -9,6 +10,8 @@ export interface StartQueryOptions {
   host?: string;
   log?: (msg: string) => void;
   priceOf?: PriceOf;
+  /** Default: from QUERY_MAX_EXECUTION_TIME_S, QUERY_MAX_MEMORY_BYTES, QUERY_MAX_RESULT_ROWS (limits.ts). */
+  limits?: ReadLimits;
 }
 
 export interface QueryHandle {
@@ -18,7 +21,7 @@ export interface QueryHandle {
 }
 
 export async function startQuery(opts: StartQueryOptions): Promise<QueryHandle> {
-  const app = buildQueryServer({ store: opts.store, log: opts.log, priceOf: opts.priceOf });
+  const app = buildQueryServer({ store: opts.store, log: opts.log, priceOf: opts.priceOf, limits: opts.limits ?? readLimitsFromEnv() });
   const host = opts.host ?? '0.0.0.0';
   await app.listen({ port: opts.port, host });
   const addr = app.server.address();

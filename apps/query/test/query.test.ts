@@ -182,6 +182,42 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
       assert.equal(bad.statusCode, 400);
     });
 
+    test('a query stopped by a limit is a 422 that says how to narrow it, never a 500', async () => {
+      const limits = { maxExecutionTimeS: 10, maxMemoryBytes: 1024 ** 3, maxResultRows: 2 };
+      const rows = buildQueryServer({ store, limits });
+      const memory = buildQueryServer({ store, limits: { ...limits, maxResultRows: 100_000, maxMemoryBytes: 1024 ** 2 } });
+      try {
+        const res = await rows.inject({ url: `/v1/stages?${RANGE}` });
+        assert.equal(res.statusCode, 422, res.body);
+        const b = res.json() as { error: { code: string; message: string } };
+        assert.equal(b.error.code, 'query_too_large');
+        assert.match(b.error.message, /more rows than the query API returns \(2\); ask for a shorter range \(from\/to\) or filter by model, provider or team/);
+        const mem = await memory.inject({ url: `/v1/requests/${crowdedTrace}` });
+        assert.equal(mem.statusCode, 422, mem.body);
+        assert.match((mem.json() as { error: { message: string } }).error.message, /more memory than the query API allows \(1 MiB\); .* with SQL/);
+        const metrics = await rows.inject({ url: '/metrics' });
+        assert.match(metrics.body, /^sightline_query_limited_total 1$/m);
+        assert.match(metrics.body, /^sightline_query_failures_total 0$/m);
+        // The same queries within the default limits answer.
+        assert.equal((await app.inject({ url: `/v1/stages?${RANGE}` })).statusCode, 200);
+      } finally {
+        await rows.close();
+        await memory.close();
+      }
+    });
+
+    test('each endpoint caps its range (400 past it): stages and capture 31 days, usage 400', async () => {
+      const day = 86_400_000;
+      const span = (days: number) => `from=${iso(BASE_MS - days * day)}&to=${iso(BASE_MS)}`;
+      for (const [path, max] of [['/v1/stages', 31], ['/v1/capture', 31], ['/v1/usage', 400]] as const) {
+        assert.equal((await app.inject({ url: `${path}?${span(max)}` })).statusCode, 200, path);
+        const res = await app.inject({ url: `${path}?${span(max + 1)}` });
+        assert.equal(res.statusCode, 400, path);
+        assert.match((res.json() as { error: { message: string } }).error.message, new RegExp(`at most ${max} days`));
+      }
+      assert.equal((await app.inject({ url: `/v1/stages?${span(400)}` })).statusCode, 400);
+    });
+
     test('bad parameters are 400s with a message; unknown ids are 404s', async () => {
       for (const url of ['/v1/requests/xyz', '/v1/stages?from=tomorrow', '/v1/stages?from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z', '/v1/capture?to=nope', `/v1/stages?model=${'m'.repeat(300)}`]) {
         const res = await app.inject({ url });
