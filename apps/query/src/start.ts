@@ -7,6 +7,7 @@ import { readLimitsFromEnv } from './limits.js';
 export interface StartQueryOptions {
   store: Store;
   port: number;
+  /** Listening address; default 127.0.0.1. */
   host?: string;
   log?: (msg: string) => void;
   priceOf?: PriceOf;
@@ -22,7 +23,8 @@ export interface QueryHandle {
 
 export async function startQuery(opts: StartQueryOptions): Promise<QueryHandle> {
   const app = buildQueryServer({ store: opts.store, log: opts.log, priceOf: opts.priceOf, limits: opts.limits ?? readLimitsFromEnv() });
-  const host = opts.host ?? '0.0.0.0';
+  // Loopback unless told otherwise: the query API has no authentication yet (issue 9).
+  const host = opts.host ?? '127.0.0.1';
   await app.listen({ port: opts.port, host });
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr !== null ? addr.port : 0;

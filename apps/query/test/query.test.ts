@@ -8,10 +8,12 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { ChdbStore, ClickHouseServerStore, migrate, type Store } from '@sightline/store';
 import { RequestRecord, SpanBuilder, toWire } from '@sightline/capture';
 import { newTraceId, newSpanId, type IngestBatchRow } from '@sightline/core';
-import { buildQueryServer, priceLookup } from '@sightline/app-query';
+import { buildQueryServer, priceLookup, startQuery, DEFAULT_READ_LIMITS } from '@sightline/app-query';
+import { loadConfigFile } from '@sightline/config';
 import { Rollup } from '@sightline/app-ingester';
 import type { FastifyInstance } from 'fastify';
 import { ClickHouseServer } from '../../../test/support/servers.js';
@@ -216,6 +218,20 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
         assert.match((res.json() as { error: { message: string } }).error.message, new RegExp(`at most ${max} days`));
       }
       assert.equal((await app.inject({ url: `/v1/stages?${span(400)}` })).statusCode, 400);
+    });
+
+    test('the query API listens on loopback unless told otherwise (QUERY_HOST)', async () => {
+      const q = await startQuery({ store, port: 0, limits: DEFAULT_READ_LIMITS });
+      try {
+        const addr = q.app.server.address();
+        assert.equal(typeof addr === 'object' && addr !== null ? addr.address : addr, '127.0.0.1');
+        assert.equal((await fetch(`${q.url}/healthz`)).status, 200);
+      } finally {
+        await q.close();
+      }
+      const shipped = fileURLToPath(new URL('../../../config/sightline.yaml', import.meta.url));
+      assert.equal(loadConfigFile(shipped, { env: () => undefined }).query.host, '127.0.0.1');
+      assert.equal(loadConfigFile(shipped, { env: (n) => (n === 'QUERY_HOST' ? '0.0.0.0' : undefined) }).query.host, '0.0.0.0');
     });
 
     test('bad parameters are 400s with a message; unknown ids are 404s', async () => {
