@@ -28,7 +28,7 @@ export interface ReadLimits {
 /** The settings of `limits`, checked to be positive integers (they are written into SQL for chdb). */
 function limitSettings(limits: ReadLimits): { name: string; value: number | string }[] {
   for (const [k, v] of Object.entries(limits)) {
-    if (!Number.isSafeInteger(v) || (v as number) < 1) throw new TypeError(`read limit ${k} must be a positive integer, got ${String(v)}`);
+    if (!Number.isSafeInteger(v) || v < 1) throw new TypeError(`read limit ${k} must be a positive integer, got ${String(v)}`);
   }
   return [
     { name: 'readonly', value: 2 },
