@@ -48,7 +48,7 @@ export class Retention {
       for (const p of parts) {
         const day = Number(p.partition.replace(/'/g, ''));
         if (!Number.isInteger(day) || day >= cutoffDay) continue;
-        await this.store.command(`ALTER TABLE ${table(this.store.database, name).text} DROP PARTITION ${day}`);
+        await this.store.command(sql`ALTER TABLE ${table(this.store.database, name)} DROP PARTITION ${day}`);
         n++;
         this.log(`retention: dropped ${name} partition ${day} (older than ${this.days} days)`);
       }
@@ -61,7 +61,7 @@ export class Retention {
     for (const p of rparts) {
       const month = Number(p.partition.replace(/'/g, ''));
       if (!Number.isInteger(month) || month >= monthCut) continue;
-      await this.store.command(`ALTER TABLE ${table(this.store.database, 'requests_1m').text} DROP PARTITION ${month}`);
+      await this.store.command(sql`ALTER TABLE ${table(this.store.database, 'requests_1m')} DROP PARTITION ${month}`);
       n++;
     }
     this.dropped += n;

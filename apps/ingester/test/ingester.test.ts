@@ -9,7 +9,7 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { ClickHouseServerStore, migrate, sql, table } from '@sightline/store';
+import { ClickHouseServerStore, migrate, sql, table, type Sql } from '@sightline/store';
 import { connectNats, ensureStream, MemoryBus, NatsConsumer, NatsPublisher, DEADLETTER_STREAM, STREAM_NAME, DURABLE_NAME } from '@sightline/bus';
 import { Ingester, Rollup, Retention, renderIngesterMetrics } from '@sightline/app-ingester';
 import { SpanBuilder } from '@sightline/spans';
@@ -28,7 +28,7 @@ let ingester: Ingester;
 let rollup: Rollup;
 const builder = new SpanBuilder();
 
-async function count(q: string): Promise<number> {
+async function count(q: Sql): Promise<number> {
   const rows = await store.query<{ n: string | number }>(q);
   return Number(rows[0]?.n ?? 0);
 }

@@ -1,7 +1,8 @@
 /** Query API errors: stable codes, one HTTP status each, body `{"error":{"code","message"}}`. */
-export type QueryErrorCode = 'bad_parameter' | 'not_found' | 'store_unavailable' | 'internal_error';
+export type QueryErrorCode = 'bad_parameter' | 'not_found' | 'query_too_large' | 'store_unavailable' | 'internal_error';
 
-const STATUS: Record<QueryErrorCode, number> = { bad_parameter: 400, not_found: 404, store_unavailable: 503, internal_error: 500 };
+/** `query_too_large`: the query was stopped by a limit (limits.ts); the caller can narrow it. */
+const STATUS: Record<QueryErrorCode, number> = { bad_parameter: 400, not_found: 404, query_too_large: 422, store_unavailable: 503, internal_error: 500 };
 
 export class QueryError extends Error {
   readonly status: number;

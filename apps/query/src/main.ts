@@ -1,7 +1,9 @@
 /**
  * `npm run start:query`: the query API alone.
- *   QUERY_PORT (default 8081, or the configuration file's query.port), QUERY_HOST,
- *   CLICKHOUSE_URL / CLICKHOUSE_USER / CLICKHOUSE_PASSWORD / CLICKHOUSE_DATABASE.
+ *   QUERY_PORT (default 8081, or the configuration file's query.port), QUERY_HOST (default
+ *   127.0.0.1, or query.host), QUERY_MAX_EXECUTION_TIME_S / QUERY_MAX_MEMORY_BYTES /
+ *   QUERY_MAX_RESULT_ROWS (limits.ts), CLICKHOUSE_URL / CLICKHOUSE_USER / CLICKHOUSE_PASSWORD /
+ *   CLICKHOUSE_DATABASE.
  */
 import { onShutdown } from '@sightline/core';
 import { loadConfigFromEnv } from '@sightline/config';

@@ -1,6 +1,7 @@
 /** Parsing and checking of query-string parameters; every failure is a 400 with a message. */
 import { unixNanoNow } from '@sightline/core';
 import { QueryError } from './errors.js';
+import type { RangeLimit } from './limits.js';
 
 const TRACE_ID = /^[0-9a-f]{32}$/;
 
@@ -41,13 +42,13 @@ const HOUR_NS = 3600n * 1_000_000_000n;
 /**
  * `from` and `to` of a query (Unix nanoseconds): `to` defaults to now, `from` to
  * `defaultHours` before `to`; `from` must be before `to`, and the range at most `maxDays`
- * long when given.
+ * long (limits.ts `RANGES`).
  */
-export function rangeParams(q: Record<string, unknown>, defaultHours: number, maxDays: number | null): { fromNs: bigint; toNs: bigint } {
+export function rangeParams(q: Record<string, unknown>, { defaultHours, maxDays }: RangeLimit): { fromNs: bigint; toNs: bigint } {
   const toNs = timeParam('to', q.to, unixNanoNow());
   const fromNs = timeParam('from', q.from, toNs - BigInt(defaultHours) * HOUR_NS);
   if (fromNs >= toNs) throw new QueryError('bad_parameter', '`from` must be before `to`');
-  if (maxDays !== null && toNs - fromNs > BigInt(maxDays) * 24n * HOUR_NS) {
+  if (toNs - fromNs > BigInt(maxDays) * 24n * HOUR_NS) {
     throw new QueryError('bad_parameter', `the range from \`from\` to \`to\` must be at most ${maxDays} days`);
   }
   return { fromNs, toNs };

@@ -1,6 +1,19 @@
-/** Model prices from the configuration's `pricing` list, compiled once: first match wins. */
+/**
+ * Model prices from the configuration's `pricing` list, compiled once (first match wins),
+ * and the cost arithmetic that uses them.
+ */
 import { globToRegExp, type PriceConfig } from '@sightline/config';
-import type { PriceOf } from './queries.js';
+
+/** Per-million-token prices of a model, in US dollars. */
+export interface Price {
+  input: number;
+  output: number;
+  cacheRead: number;
+  cacheWrite: number;
+}
+
+/** Price lookup for a model: its prices, or null when no `pricing` entry matches. */
+export type PriceOf = (model: string) => Price | null;
 
 export function priceLookup(pricing: readonly PriceConfig[]): PriceOf {
   const compiled = pricing.flatMap((p) =>
@@ -9,7 +22,7 @@ export function priceLookup(pricing: readonly PriceConfig[]): PriceOf {
       price: { input: p.inputPerMTok, output: p.outputPerMTok, cacheRead: p.cacheReadPerMTok, cacheWrite: p.cacheWritePerMTok },
     })),
   );
-  const cache = new Map<string, ReturnType<PriceOf>>();
+  const cache = new Map<string, Price | null>();
   return (model) => {
     let hit = cache.get(model);
     if (hit === undefined) {
@@ -18,4 +31,14 @@ export function priceLookup(pricing: readonly PriceConfig[]): PriceOf {
     }
     return hit;
   };
+}
+
+/**
+ * US dollars for these token counts at price `p`, or null without a price.
+ * `input` includes cached tokens for every provider (docs/schema.md), so cache reads and
+ * writes are taken out of it and charged at their own prices.
+ */
+export function costUsd(p: Price | null, input: number, output: number, cacheRead: number, cacheWrite: number): number | null {
+  if (p === null) return null;
+  return (Math.max(0, input - cacheRead - cacheWrite) * p.input + cacheRead * p.cacheRead + cacheWrite * p.cacheWrite + output * p.output) / 1e6;
 }

@@ -3,29 +3,49 @@
  * from ClickHouse.
  */
 import Fastify, { type FastifyInstance } from 'fastify';
-import { StoreError, type Store } from '@sightline/store';
+import { StoreError, withReadLimits, type ReadLimits, type Store } from '@sightline/store';
 import { QueryError } from './errors.js';
 import { rangeParams, stringParam, traceIdParam } from './params.js';
-import { captureHealth, requestsByTrace, stageStats, usage, USAGE_KEYS, type PriceOf, type UsageKey } from './queries.js';
+import { requestsByTrace } from './queries/trace.js';
+import { stageStats } from './queries/stages.js';
+import { captureHealth } from './queries/capture.js';
+import { usage, USAGE_KEYS, type UsageKey } from './queries/usage.js';
+import type { PriceOf } from './pricing.js';
+import { DEFAULT_READ_LIMITS, NARROWING, RANGES } from './limits.js';
 
 export interface QueryServerOptions {
   store: Store;
   /** Prices for cost figures (configuration `pricing`); default: none. */
   priceOf?: PriceOf;
+  /** The ClickHouse limits every query runs with; default DEFAULT_READ_LIMITS (limits.ts). */
+  limits?: ReadLimits;
   log?: (msg: string) => void;
 }
 
+const LIMIT_TEXT = {
+  time: (l: ReadLimits) => `the query ran past the query API's time limit (${l.maxExecutionTimeS} s)`,
+  memory: (l: ReadLimits) => `the query needed more memory than the query API allows (${Math.round(l.maxMemoryBytes / 1024 ** 2)} MiB)`,
+  result: (l: ReadLimits) => `the answer has more rows than the query API returns (${l.maxResultRows})`,
+};
+
 export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
-  const { store } = opts;
+  const limits = opts.limits ?? DEFAULT_READ_LIMITS;
+  // Every query of every endpoint goes through this: limited and read-only.
+  const store = withReadLimits(opts.store, limits);
   const log = opts.log ?? (() => {});
   const app = Fastify({ logger: false });
   let served = 0;
   let failed = 0;
+  let limited = 0;
 
-  app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
+  app.setErrorHandler((err: Error & { statusCode?: number }, req, reply) => {
     let qe: QueryError;
     if (err instanceof QueryError) qe = err;
-    else if (err instanceof StoreError) {
+    else if (err instanceof StoreError && err.limit !== null) {
+      limited++;
+      const narrow = NARROWING[req.routeOptions.url ?? ''] ?? 'narrow the query';
+      qe = new QueryError('query_too_large', `${LIMIT_TEXT[err.limit](limits)}; ${narrow}`, { cause: err });
+    } else if (err instanceof StoreError) {
       log(`store error: ${err.message}`);
       qe = new QueryError('store_unavailable', 'the data store did not answer; try again', { cause: err });
     } else if (err.statusCode !== undefined && err.statusCode < 500) qe = new QueryError('bad_parameter', err.message);
@@ -46,19 +66,19 @@ export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
   app.get('/healthz', async () => ({ ok: true, store: store.kind, database: store.database }));
   app.get('/metrics', async (_req, reply) => {
     reply.header('content-type', 'text/plain; version=0.0.4');
-    return `# HELP sightline_query_requests_total Query API requests served.\n# TYPE sightline_query_requests_total counter\nsightline_query_requests_total ${served}\n# HELP sightline_query_failures_total Query API requests that failed on our side.\n# TYPE sightline_query_failures_total counter\nsightline_query_failures_total ${failed}\n`;
+    return `# HELP sightline_query_requests_total Query API requests served.\n# TYPE sightline_query_requests_total counter\nsightline_query_requests_total ${served}\n# HELP sightline_query_failures_total Query API requests that failed on our side.\n# TYPE sightline_query_failures_total counter\nsightline_query_failures_total ${failed}\n# HELP sightline_query_limited_total Query API requests whose query a limit stopped (422).\n# TYPE sightline_query_limited_total counter\nsightline_query_limited_total ${limited}\n`;
   });
 
   app.get<{ Params: { traceId: string } }>('/v1/requests/:traceId', async (req) => {
     const traceId = traceIdParam(req.params.traceId);
-    const requests = await requestsByTrace(store, traceId);
+    const { requests, total, omitted } = await requestsByTrace(store, traceId);
     if (requests.length === 0) throw new QueryError('not_found', `no request with trace id ${traceId} (capture reaches the store within seconds; retry shortly if it was just sent)`);
-    return { trace_id: traceId, requests };
+    return { trace_id: traceId, total, omitted, requests };
   });
 
   app.get<{ Querystring: Record<string, unknown> }>('/v1/stages', async (req) => {
     const q = req.query;
-    const { fromNs, toNs } = rangeParams(q, 1, 400);
+    const { fromNs, toNs } = rangeParams(q, RANGES.stages);
     const filter = { fromNs, toNs, model: stringParam('model', q.model), provider: stringParam('provider', q.provider), team: stringParam('team', q.team) };
     const stages = await stageStats(store, filter);
     return {
@@ -73,7 +93,7 @@ export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
 
   app.get<{ Querystring: Record<string, unknown> }>('/v1/usage', async (req) => {
     const q = req.query;
-    const { fromNs, toNs } = rangeParams(q, 24, null);
+    const { fromNs, toNs } = rangeParams(q, RANGES.usage);
     const groupRaw = stringParam('group_by', q.group_by) ?? 'team,model';
     const groupBy = groupRaw.split(',').map((k) => k.trim()).filter((k) => k !== '');
     for (const k of groupBy) {
@@ -87,7 +107,7 @@ export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
 
   app.get<{ Querystring: Record<string, unknown> }>('/v1/capture', async (req) => {
     const q = req.query;
-    const { fromNs, toNs } = rangeParams(q, 1, 31);
+    const { fromNs, toNs } = rangeParams(q, RANGES.capture);
     const instance = stringParam('instance', q.instance);
     const health = await captureHealth(store, fromNs, toNs, instance);
     return {

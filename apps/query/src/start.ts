@@ -1,14 +1,18 @@
 import type { FastifyInstance } from 'fastify';
-import type { Store } from '@sightline/store';
-import type { PriceOf } from './queries.js';
+import type { ReadLimits, Store } from '@sightline/store';
+import type { PriceOf } from './pricing.js';
 import { buildQueryServer } from './server.js';
+import { readLimitsFromEnv } from './limits.js';
 
 export interface StartQueryOptions {
   store: Store;
   port: number;
+  /** Listening address; default 127.0.0.1. */
   host?: string;
   log?: (msg: string) => void;
   priceOf?: PriceOf;
+  /** Default: from QUERY_MAX_EXECUTION_TIME_S, QUERY_MAX_MEMORY_BYTES, QUERY_MAX_RESULT_ROWS (limits.ts). */
+  limits?: ReadLimits;
 }
 
 export interface QueryHandle {
@@ -18,8 +22,9 @@ export interface QueryHandle {
 }
 
 export async function startQuery(opts: StartQueryOptions): Promise<QueryHandle> {
-  const app = buildQueryServer({ store: opts.store, log: opts.log, priceOf: opts.priceOf });
-  const host = opts.host ?? '0.0.0.0';
+  const app = buildQueryServer({ store: opts.store, log: opts.log, priceOf: opts.priceOf, limits: opts.limits ?? readLimitsFromEnv() });
+  // Loopback unless told otherwise: the query API has no authentication yet (issue 9).
+  const host = opts.host ?? '127.0.0.1';
   await app.listen({ port: opts.port, host });
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr !== null ? addr.port : 0;

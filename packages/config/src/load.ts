@@ -253,7 +253,7 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
       h2cPort: gw.h2c_port === undefined || gw.h2c_port === null || gw.h2c_port === '' ? null : nullIfEmpty(r.str(gw.h2c_port, 'gateway.h2c_port'), (s) => r.int(s, 'gateway.h2c_port', 0, 0, 65535)),
     },
     query: {
-      host: r.str(q.host, 'query.host', '0.0.0.0'),
+      host: r.str(q.host, 'query.host', '127.0.0.1'),
       port: r.int(q.port, 'query.port', 8081, 0, 65535),
     },
     providers,

@@ -146,6 +146,7 @@ export interface Config {
     h2cPort: number | null;
   };
   query: {
+    /** Default 127.0.0.1: the query API has no authentication yet (issue 9); `QUERY_HOST` in the shipped file. */
     host: string;
     /** Default 8081; `QUERY_PORT` in the shipped file. */
     port: number;

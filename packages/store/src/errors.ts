@@ -7,7 +7,11 @@ export class StoreError extends Error {
   ) {
     super(message, options);
     this.name = 'StoreError';
+    this.clickhouseCode = clickhouseCodeOf(options?.cause) ?? codeInText(message);
   }
+
+  /** ClickHouse's error code when ClickHouse (server or chdb) answered with an exception. */
+  readonly clickhouseCode: number | null;
 
   /**
    * Whether ClickHouse refused the data itself (it answered, with an exception about the
@@ -15,11 +19,43 @@ export class StoreError extends Error {
    * Retrying a refusal cannot succeed; retrying anything else can.
    */
   get rejected(): boolean {
-    const m = /Code: (\d+)/.exec(this.message);
-    if (m === null) return false;
-    return !TRANSIENT_CODES.has(Number(m[1]));
+    return this.clickhouseCode !== null && !TRANSIENT_CODES.has(this.clickhouseCode);
+  }
+
+  /** Which limit of a limited read (store.ts `ReadLimits`) stopped the query, if one did. */
+  get limit(): 'time' | 'memory' | 'result' | null {
+    return this.clickhouseCode === null ? null : (LIMIT_CODES.get(this.clickhouseCode) ?? null);
   }
 }
+
+function codeInText(text: string): number | null {
+  const m = /\bCode: (\d+)/.exec(text);
+  return m === null ? null : Number(m[1]);
+}
+
+/**
+ * The code of an exception from either engine: @clickhouse/client's ClickHouseError has it
+ * as a string `code` (its message is then without "Code: N"), chdb's errors as
+ * `clickhouseCode`; ClickHouse 18.16's text is not parsed by the client, so the code is
+ * only in the message ("Code: 159, e.displayText() = …").
+ */
+function clickhouseCodeOf(e: unknown): number | null {
+  if (typeof e !== 'object' || e === null) return null;
+  const { code, clickhouseCode } = e as { code?: unknown; clickhouseCode?: unknown };
+  if (typeof clickhouseCode === 'number' && Number.isInteger(clickhouseCode)) return clickhouseCode;
+  if (typeof code === 'string' && /^\d+$/.test(code)) return Number(code);
+  return e instanceof Error ? codeInText(e.message) : null;
+}
+
+/** ClickHouse error codes of a query stopped by a limit, by the limit. */
+const LIMIT_CODES = new Map<number, 'time' | 'memory' | 'result'>([
+  [158, 'result'], // TOO_MANY_ROWS (older servers)
+  [159, 'time'], // TIMEOUT_EXCEEDED
+  [160, 'time'], // TOO_SLOW
+  [241, 'memory'], // MEMORY_LIMIT_EXCEEDED
+  [307, 'result'], // TOO_MANY_BYTES
+  [396, 'result'], // TOO_MANY_ROWS_OR_BYTES (18.16 and later, for max_result_rows)
+]);
 
 /**
  * ClickHouse error codes that mean "try again later", not "this data is bad"

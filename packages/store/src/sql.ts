@@ -5,29 +5,58 @@
  * query by `sql` below and nowhere else: strings are quoted with ClickHouse's escapes
  * (https://clickhouse.com/docs/en/sql-reference/syntax#string), numbers must be finite,
  * identifiers must be plain names. Anything else throws instead of producing text.
+ *
+ * Statements are `Sql` values, and `Store.query`/`command` take nothing else. The class is
+ * exported as a type only, and its private field makes it nominal, so the compiler lets
+ * only this module make one: `sql`…``, `ident`, `table`, `join` and, for the migration
+ * files, `trustedSql`. Concatenating fragments (`where += sql`…``) gives a string, which
+ * the compiler refuses where SQL is expected (issue 9).
  */
 
-/** A piece of SQL that is inserted as it is: identifiers and trusted fragments only. */
-export class SqlFragment {
-  constructor(readonly text: string) {}
+/** A piece of SQL built by this module. Interpolated into `sql`…`` as it is. */
+class Sql {
+  readonly #text: string;
+  constructor(text: string) {
+    this.#text = text;
+  }
+  /** The SQL text, e.g. to send it or to look at it in a test. */
+  get text(): string {
+    return this.#text;
+  }
   toString(): string {
-    return this.text;
+    return this.#text;
   }
 }
 
-export type SqlValue = string | number | bigint | boolean | null | Date | SqlFragment | readonly SqlValue[];
+export type { Sql };
+
+export type SqlValue = string | number | bigint | boolean | null | Date | Sql | readonly SqlValue[];
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** A database, table or column name; throws for anything but a plain identifier. */
-export function ident(name: string): SqlFragment {
+export function ident(name: string): Sql {
   if (!IDENT.test(name)) throw new TypeError(`not a plain SQL identifier: ${JSON.stringify(name)}`);
-  return new SqlFragment(name);
+  return new Sql(name);
 }
 
 /** `database.table`, both checked as identifiers. */
-export function table(database: string, name: string): SqlFragment {
-  return new SqlFragment(`${ident(database).text}.${ident(name).text}`);
+export function table(database: string, name: string): Sql {
+  return new Sql(`${ident(database).text}.${ident(name).text}`);
+}
+
+/** Fragments joined by a separator, e.g. conditions: join(conds, sql` AND `). */
+export function join(fragments: readonly Sql[], separator: Sql): Sql {
+  return new Sql(fragments.map((f) => f.text).join(separator.text));
+}
+
+/**
+ * Text taken as SQL without checks. Only for the statements of the migration files
+ * (`migrations/*.sql`, read by migrate.ts from the repository), which are trusted the way
+ * code is; it is deliberately not exported from the package.
+ */
+export function trustedSql(text: string): Sql {
+  return new Sql(text);
 }
 
 const ESCAPES: Record<string, string> = {
@@ -39,10 +68,10 @@ const ESCAPES: Record<string, string> = {
   '\0': '\\0',
 };
 
-/** Formats one value as a ClickHouse literal. */
+/** Formats one value as a ClickHouse literal; a fragment is inserted as it is. */
 export function literal(v: SqlValue): string {
   if (v === null) return 'NULL';
-  if (v instanceof SqlFragment) return v.text;
+  if (v instanceof Sql) return v.text;
   switch (typeof v) {
     case 'string':
       return `'${v.replace(/[\\'\n\r\t\0]/g, (c) => ESCAPES[c] ?? c)}'`;
@@ -67,12 +96,12 @@ export function literal(v: SqlValue): string {
 
 /**
  * Tagged template: sql`SELECT * FROM ${table(db, 'spans')} WHERE trace_id = ${id}`.
- * Interpolated values are literals; SqlFragments are inserted as they are.
+ * Interpolated values are literals; fragments (`Sql`) are inserted as they are.
  */
-export function sql(strings: TemplateStringsArray, ...values: SqlValue[]): string {
+export function sql(strings: TemplateStringsArray, ...values: SqlValue[]): Sql {
   let out = strings[0] ?? '';
   for (let i = 0; i < values.length; i++) {
     out += literal(values[i] as SqlValue) + (strings[i + 1] ?? '');
   }
-  return out;
+  return new Sql(out);
 }

@@ -3,17 +3,54 @@
  * over HTTP (@clickhouse/client) and the in-process engine of npm `chdb`. Everything
  * above this file writes SQL that both accept (ClickHouse 18.16 to 26.x).
  */
-import { createClient, ClickHouseLogLevel, type ClickHouseClient } from '@clickhouse/client';
+import { createClient, ClickHouseLogLevel, type ClickHouseClient, type ClickHouseSettings } from '@clickhouse/client';
 import { StoreError } from './errors.js';
+import type { Sql } from './sql.js';
+
+/**
+ * Limits for one read, as ClickHouse settings
+ * (https://clickhouse.com/docs/operations/settings/query-complexity), for queries run on a
+ * caller's behalf (the query API), so that one request cannot take the server's time, its
+ * memory or an answer of any size. A query past a limit fails with a StoreError whose
+ * `limit` says which. A limited query also runs read-only: `readonly = 2` refuses writes
+ * and DDL (code 164, READONLY) and still lets the other settings be set with it
+ * (`readonly = 1` forbids changing settings). Accepted by ClickHouse 18.16 and 26.x.
+ */
+export interface ReadLimits {
+  /** `max_execution_time`: seconds before the query is stopped (`timeout_overflow_mode = 'throw'`). */
+  maxExecutionTimeS: number;
+  /** `max_memory_usage`: bytes of memory the query may use. */
+  maxMemoryBytes: number;
+  /** `max_result_rows`: rows in the answer (`result_overflow_mode = 'throw'`, never a silent cut). */
+  maxResultRows: number;
+}
+
+/** The settings of `limits`, checked to be positive integers (they are written into SQL for chdb). */
+function limitSettings(limits: ReadLimits): { name: string; value: number | string }[] {
+  for (const [k, v] of Object.entries(limits)) {
+    if (!Number.isSafeInteger(v) || v < 1) throw new TypeError(`read limit ${k} must be a positive integer, got ${String(v)}`);
+  }
+  return [
+    { name: 'readonly', value: 2 },
+    { name: 'max_execution_time', value: limits.maxExecutionTimeS },
+    { name: 'timeout_overflow_mode', value: 'throw' },
+    { name: 'max_memory_usage', value: limits.maxMemoryBytes },
+    { name: 'max_result_rows', value: limits.maxResultRows },
+    { name: 'result_overflow_mode', value: 'throw' },
+  ];
+}
 
 export interface Store {
   readonly kind: 'clickhouse' | 'chdb';
   /** Database holding Sightline's tables. */
   readonly database: string;
-  /** Runs a statement that returns no rows (DDL). */
-  command(sql: string): Promise<void>;
-  /** Runs a SELECT and returns its rows (JSONEachRow; 64-bit integers may be strings). */
-  query<T>(sql: string): Promise<T[]>;
+  /** Runs a statement that returns no rows (DDL). Only `Sql` built by sql.ts is accepted. */
+  command(sql: Sql): Promise<void>;
+  /**
+   * Runs a SELECT and returns its rows (JSONEachRow; 64-bit integers may be strings).
+   * With `limits`, read-only and within them.
+   */
+  query<T>(sql: Sql, limits?: ReadLimits): Promise<T[]>;
   /** Inserts rows as JSONEachRow into `database.table`; resolves once the engine confirmed. */
   insert(table: string, rows: readonly object[]): Promise<void>;
   close(): Promise<void>;
@@ -55,17 +92,25 @@ export class ClickHouseServerStore implements Store {
     });
   }
 
-  async command(sql: string): Promise<void> {
+  async command(sql: Sql): Promise<void> {
     try {
-      await this.#client.command({ query: sql });
+      await this.#client.command({ query: sql.text });
     } catch (e) {
       throw new StoreError('SL_STORE_QUERY', `ClickHouse command failed: ${(e as Error).message}`, { cause: e });
     }
   }
 
-  async query<T>(sql: string): Promise<T[]> {
+  async query<T>(sql: Sql, limits?: ReadLimits): Promise<T[]> {
+    let clickhouse_settings: ClickHouseSettings | undefined;
+    if (limits !== undefined) {
+      clickhouse_settings = Object.fromEntries(limitSettings(limits).map((s) => [s.name, typeof s.value === 'number' ? String(s.value) : s.value])) as ClickHouseSettings;
+      // The server answers only once the query is done, so a limit hit after the first rows
+      // were produced is an HTTP error with its code, not an exception inside a 200 body.
+      // The answer it buffers is bounded by max_result_rows.
+      clickhouse_settings.wait_end_of_query = 1;
+    }
     try {
-      const rs = await this.#client.query({ query: sql, format: 'JSONEachRow' });
+      const rs = await this.#client.query({ query: sql.text, format: 'JSONEachRow', clickhouse_settings });
       return await rs.json<T>();
     } catch (e) {
       throw new StoreError('SL_STORE_QUERY', `ClickHouse query failed: ${(e as Error).message}`, { cause: e });
@@ -123,20 +168,25 @@ export class ChdbStore implements Store {
     return new ChdbStore(new mod.Session(opts.path), opts.database ?? 'sightline');
   }
 
-  async command(sql: string): Promise<void> {
+  async command(sql: Sql): Promise<void> {
     try {
-      await this.#session.queryAsync(sql);
+      await this.#session.queryAsync(sql.text);
     } catch (e) {
       throw new StoreError('SL_STORE_QUERY', `chdb command failed: ${(e as Error).message}`, { cause: e });
     }
   }
 
-  async query<T>(sql: string): Promise<T[]> {
+  async query<T>(sql: Sql, limits?: ReadLimits): Promise<T[]> {
     let text: string;
+    // Same 64-bit integer quoting as the server store, and the limits: a SETTINGS clause on
+    // the query itself applies to this query only and keeps the shared session's defaults
+    // (the embedded ingester writes through the same session).
+    let settings = 'output_format_json_quote_64bit_integers = 1';
+    if (limits !== undefined) {
+      for (const s of limitSettings(limits)) settings += `, ${s.name} = ${typeof s.value === 'number' ? s.value : `'${s.value}'`}`;
+    }
     try {
-      // Same 64-bit integer quoting as the server store; a SETTINGS clause on the query
-      // itself keeps the session's defaults untouched.
-      const res = await this.#session.queryAsync(`${sql}\nSETTINGS output_format_json_quote_64bit_integers = 1`, { format: 'JSONEachRow' });
+      const res = await this.#session.queryAsync(`${sql.text}\nSETTINGS ${settings}`, { format: 'JSONEachRow' });
       text = res.text();
     } catch (e) {
       throw new StoreError('SL_STORE_QUERY', `chdb query failed: ${(e as Error).message}`, { cause: e });
@@ -160,4 +210,23 @@ export class ChdbStore implements Store {
   async close(): Promise<void> {
     this.#session.close?.();
   }
+}
+
+/**
+ * The store as the query API uses it: every query runs with `limits` (and so read-only),
+ * and nothing can be written through it.
+ */
+export function withReadLimits(store: Store, limits: ReadLimits): Store {
+  limitSettings(limits); // refuse bad limits at start, not on the first query
+  const refuse = async (): Promise<never> => {
+    throw new StoreError('SL_STORE_QUERY', 'this store is read-only (withReadLimits)');
+  };
+  return {
+    kind: store.kind,
+    database: store.database,
+    query: <T>(sql: Sql, l: ReadLimits = limits) => store.query<T>(sql, l),
+    command: refuse,
+    insert: refuse,
+    close: () => store.close(),
+  };
 }

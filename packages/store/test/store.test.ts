@@ -7,7 +7,10 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ClickHouseServerStore, ChdbStore, migrate, readMigrations, sql, table, StoreError, type Store } from '@sightline/store';
+// From the sources rather than '@sightline/store': the docs' example queries need
+// trustedSql, which the package does not export, and one declaration of Sql must type both.
+import { ClickHouseServerStore, ChdbStore, migrate, readMigrations, sql, table, withReadLimits, StoreError, type ReadLimits, type Store } from '../src/index.js';
+import { trustedSql } from '../src/sql.js';
 import { ClickHouseServer } from '../../../test/support/servers.js';
 
 const nasty = "quote ' backslash \\ newline \n tab \t unicode 你好 🙂";
@@ -93,13 +96,53 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
         { minute: nowS - (nowS % 60), team: 't', model: 'gpt-4o', provider: 'openai', dialect: 'openai', status_class: 200, requests: 1, errors: 0, aborted: 0, streams: 0, input_tokens: 3, output_tokens: 4, cache_read_tokens: 0, cache_write_tokens: 0, total_ns_sum: 2000, gateway_ns_sum: 1000, upstream_ns_sum: 1000, gateway_ns_max: 1000, version: 1 },
       ]);
       for (const q of queries) {
-        const rows = await store.query<Record<string, unknown>>(q);
+        // The docs are ours, checked in like the migrations: trusted text.
+        const rows = await store.query<Record<string, unknown>>(trustedSql(q));
         assert.ok(rows.length >= 1, `no rows from:\n${q}`);
       }
     });
 
     test('a bad query is a StoreError, not a crash', async () => {
-      await assert.rejects(store.query('SELECT no_such_column FROM system.one'), StoreError);
+      await assert.rejects(store.query(sql`SELECT no_such_column FROM system.one`), (e: unknown) => e instanceof StoreError && e.clickhouseCode === 47 && e.limit === null);
+    });
+
+    const roomy: ReadLimits = { maxExecutionTimeS: 30, maxMemoryBytes: 1024 ** 3, maxResultRows: 1000 };
+    const stoppedBy = (limit: 'time' | 'memory' | 'result', code: number) => (e: unknown) => {
+      assert.ok(e instanceof StoreError, String(e));
+      assert.equal(e.limit, limit, e.message);
+      assert.equal(e.clickhouseCode, code, e.message);
+      return true;
+    };
+
+    test('a limited read: within the limits it answers; past one it is a StoreError naming the limit', async () => {
+      const rows = await store.query<{ n: string }>(sql`SELECT toString(number) AS n FROM system.numbers LIMIT 1000`, roomy);
+      assert.equal(rows.length, 1000);
+      // Result rows: an error, never a silently cut answer (result_overflow_mode = 'throw').
+      await assert.rejects(store.query(sql`SELECT number FROM system.numbers LIMIT 1001`, roomy), stoppedBy('result', 396));
+      await assert.rejects(
+        store.query(sql`SELECT quantilesExact(0.5)(number) AS q FROM numbers(50000000)`, { ...roomy, maxMemoryBytes: 10 * 1024 ** 2 }),
+        stoppedBy('memory', 241),
+      );
+      const t0 = Date.now();
+      await assert.rejects(
+        store.query(sql`SELECT count() AS n FROM numbers(100000000000) WHERE sleepEachRow(0) = 0`, { ...roomy, maxExecutionTimeS: 1 }),
+        stoppedBy('time', 159),
+      );
+      assert.ok(Date.now() - t0 < 10_000, `stopped after ${Date.now() - t0} ms`);
+      // The session's own settings are untouched: an unlimited query may return more rows.
+      assert.equal((await store.query(sql`SELECT number FROM system.numbers LIMIT 1001`)).length, 1001);
+    });
+
+    test('a limited read is read-only, and a store with read limits writes nothing', async () => {
+      await assert.rejects(store.query(sql`CREATE TABLE ${table(store.database, 'nope')} (x UInt8) ENGINE = Memory`, roomy), (e: unknown) => e instanceof StoreError && e.clickhouseCode === 164);
+      const reader = withReadLimits(store, { ...roomy, maxResultRows: 5 });
+      await assert.rejects(reader.query(sql`SELECT number FROM system.numbers LIMIT 6`), stoppedBy('result', 396));
+      await assert.rejects(reader.command(sql`CREATE TABLE ${table(store.database, 'nope')} (x UInt8) ENGINE = Memory`), StoreError);
+      await assert.rejects(reader.insert('spans', [{}]), StoreError);
+      const tables = await store.query<{ name: string }>(sql`SELECT name FROM system.tables WHERE database = ${store.database} AND name = 'nope'`);
+      assert.deepEqual(tables, []);
+      assert.throws(() => withReadLimits(store, { ...roomy, maxResultRows: 0 }), TypeError);
+      assert.throws(() => withReadLimits(store, { ...roomy, maxMemoryBytes: 1.5 }), TypeError);
     });
   });
 }

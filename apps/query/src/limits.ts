@@ -1,0 +1,61 @@
+/**
+ * What one query API request may cost: the ClickHouse limits every query runs with, and the
+ * longest time range of each endpoint (docs/api.md, "Limits"). A query stopped by a limit is
+ * a 422 `query_too_large` saying how to narrow it, never a 500 (issue 9).
+ */
+import { envInt } from '@sightline/core';
+import type { ReadLimits } from '@sightline/store';
+
+/**
+ * Defaults for a dashboard: 10 s, 1 GiB, 100 000 rows. The time stays under the store's
+ * 30 s HTTP request timeout (store.ts), so a slow query ends as a 422, not a dropped request.
+ */
+export const DEFAULT_READ_LIMITS: ReadLimits = {
+  maxExecutionTimeS: 10,
+  maxMemoryBytes: 1024 ** 3,
+  maxResultRows: 100_000,
+};
+
+/**
+ * The limits from the environment: QUERY_MAX_EXECUTION_TIME_S (1 – 30),
+ * QUERY_MAX_MEMORY_BYTES (at least 1 MiB), QUERY_MAX_RESULT_ROWS (at least 10 000: the
+ * spans of a full `/v1/requests` answer, 100 requests, must fit); unset or
+ * empty: the default. Throws at start for a value out of range.
+ */
+export function readLimitsFromEnv(): ReadLimits {
+  const get = (name: string, fallback: number, min: number, max: number): number => {
+    const v = envInt(name, fallback);
+    if (v < min || v > max) throw new Error(`environment variable ${name} must be from ${min} to ${max}, got ${v}`);
+    return v;
+  };
+  return {
+    maxExecutionTimeS: get('QUERY_MAX_EXECUTION_TIME_S', DEFAULT_READ_LIMITS.maxExecutionTimeS, 1, 30),
+    maxMemoryBytes: get('QUERY_MAX_MEMORY_BYTES', DEFAULT_READ_LIMITS.maxMemoryBytes, 1024 ** 2, Number.MAX_SAFE_INTEGER),
+    maxResultRows: get('QUERY_MAX_RESULT_ROWS', DEFAULT_READ_LIMITS.maxResultRows, 10_000, Number.MAX_SAFE_INTEGER),
+  };
+}
+
+/** The default and the longest `from`–`to` range of each endpoint that takes one. */
+export interface RangeLimit {
+  /** `from` when not given: this many hours before `to`. */
+  defaultHours: number;
+  /** A longer range is a 400 `bad_parameter`. */
+  maxDays: number;
+}
+
+export const RANGES = {
+  /** Percentiles over raw spans (`spans FINAL`): the costliest read. */
+  stages: { defaultHours: 1, maxDays: 31 },
+  /** Per-minute rows per gateway instance, and the batch ledger. */
+  capture: { defaultHours: 1, maxDays: 31 },
+  /** From the per-minute rollup, cheap per day: about a year (and a month) of it. */
+  usage: { defaultHours: 24, maxDays: 400 },
+} as const satisfies Record<string, RangeLimit>;
+
+/** How to narrow a query to each endpoint, for the 422's message. */
+export const NARROWING: Record<string, string> = {
+  '/v1/requests/:traceId': 'this trace holds more than the query API reads at once; query its requests with SQL (docs/schema.md)',
+  '/v1/stages': 'ask for a shorter range (from/to) or filter by model, provider or team',
+  '/v1/usage': 'ask for a shorter range (from/to), filter by team, model or provider, or group by fewer keys',
+  '/v1/capture': 'ask for a shorter range (from/to) or filter by instance',
+};

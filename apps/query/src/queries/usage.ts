@@ -1,0 +1,88 @@
+/** `GET /v1/usage`: requests, tokens and cost from the per-minute rollup. */
+import { join, sql, table, type Sql, type Store } from '@sightline/store';
+import { costUsd, type PriceOf } from '../pricing.js';
+import { ms, type Num } from './common.js';
+
+export type UsageKey = 'team' | 'model' | 'provider' | 'dialect';
+export const USAGE_KEYS: readonly UsageKey[] = ['team', 'model', 'provider', 'dialect'];
+
+export interface UsageRow {
+  team?: string;
+  model?: string;
+  provider?: string;
+  dialect?: string;
+  requests: number;
+  errors: number;
+  aborted: number;
+  streams: number;
+  input_tokens: number;
+  output_tokens: number;
+  cache_read_tokens: number;
+  cache_write_tokens: number;
+  /** US dollars from `pricing` in the configuration; null when a model in the group has no price. */
+  cost_usd: number | null;
+  /** Mean of the gateway's own time per request, in milliseconds. */
+  gateway_mean_ms: number;
+}
+
+export interface UsageFilter {
+  fromS: number;
+  toS: number;
+  team: string | null;
+  model: string | null;
+  provider: string | null;
+  groupBy: UsageKey[];
+}
+
+/**
+ * Usage and cost from the per-minute rollup (requests_1m FINAL), grouped as asked.
+ * Minutes are whole: `from` is rounded down and `to` up to the minute.
+ */
+export async function usage(store: Store, f: UsageFilter, priceOf: PriceOf): Promise<{ rows: UsageRow[]; total: UsageRow }> {
+  const from = f.fromS - (f.fromS % 60);
+  const where: Sql[] = [sql`minute >= toDateTime(${from}, 'UTC') AND minute < toDateTime(${f.toS}, 'UTC')`];
+  if (f.team !== null) where.push(sql`team = ${f.team}`);
+  if (f.model !== null) where.push(sql`model = ${f.model}`);
+  if (f.provider !== null) where.push(sql`provider = ${f.provider}`);
+  const rows = await store.query<Record<string, Num | string>>(
+    sql`SELECT team, model, provider, dialect, sum(requests) AS requests, sum(errors) AS errors, sum(aborted) AS aborted, sum(streams) AS streams,
+  sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, sum(cache_read_tokens) AS cache_read_tokens, sum(cache_write_tokens) AS cache_write_tokens,
+  sum(gateway_ns_sum) AS gateway_ns
+FROM ${table(store.database, 'requests_1m')} FINAL WHERE ${join(where, sql` AND `)} GROUP BY team, model, provider, dialect`,
+  );
+  const groups = new Map<string, UsageRow & { gatewayNs: number }>();
+  const blank = (): UsageRow & { gatewayNs: number } => ({ requests: 0, errors: 0, aborted: 0, streams: 0, input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cache_write_tokens: 0, cost_usd: 0, gateway_mean_ms: 0, gatewayNs: 0 });
+  const total = blank();
+  for (const r of rows) {
+    const key = f.groupBy.map((k) => String(r[k])).join('\u0000');
+    let g = groups.get(key);
+    if (g === undefined) {
+      g = blank();
+      for (const k of f.groupBy) g[k] = String(r[k]);
+      groups.set(key, g);
+    }
+    const input = Number(r.input_tokens);
+    const output = Number(r.output_tokens);
+    const cr = Number(r.cache_read_tokens);
+    const cw = Number(r.cache_write_tokens);
+    const cost = costUsd(priceOf(String(r.model)), input, output, cr, cw);
+    for (const t of [g, total]) {
+      t.requests += Number(r.requests);
+      t.errors += Number(r.errors);
+      t.aborted += Number(r.aborted);
+      t.streams += Number(r.streams);
+      t.input_tokens += input;
+      t.output_tokens += output;
+      t.cache_read_tokens += cr;
+      t.cache_write_tokens += cw;
+      t.gatewayNs += Number(r.gateway_ns);
+      t.cost_usd = t.cost_usd === null || cost === null ? null : t.cost_usd + cost;
+    }
+  }
+  const finish = (g: UsageRow & { gatewayNs: number }): UsageRow => {
+    const { gatewayNs, ...rest } = g;
+    return { ...rest, cost_usd: rest.cost_usd === null ? null : Math.round(rest.cost_usd * 1e6) / 1e6, gateway_mean_ms: rest.requests === 0 ? 0 : ms(gatewayNs / rest.requests) };
+  };
+  const out = [...groups.values()].map(finish).sort((a, b) => b.requests - a.requests);
+  return { rows: out, total: finish(total) };
+}
