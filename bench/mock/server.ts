@@ -448,9 +448,32 @@ function later(ex: Exchange, ms: number, fn: () => void): void {
   }, ms);
 }
 
-function sendJson(res: ServerResponse, status: number, body: string): void {
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+function sendJson(res: ServerResponse, status: number, body: string, extra?: Record<string, string>): void {
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...extra });
   res.end(body);
+}
+
+/** Headers the real APIs send with a 429, so clients and gateways can be tested on them. */
+const RATE_LIMITED_HEADERS: Record<string, string> = {
+  'retry-after': '1',
+  'x-ratelimit-limit-requests': '60',
+  'x-ratelimit-remaining-requests': '0',
+  'x-ratelimit-reset-requests': '1s',
+};
+
+/**
+ * A forced or injected error as the provider would send it: a 429 with its rate-limit
+ * headers; a 401 whose message echoes the key that was sent, as api.openai.com does (it
+ * masks the middle; the mock does not, so a gateway's scrubbing is tested on the worst case).
+ */
+function sendError(req: IncomingMessage, res: ServerResponse, dialect: Dialect, status: number, body: string): void {
+  if (status === 401) {
+    const auth = req.headers.authorization ?? req.headers['x-api-key'] ?? '';
+    const key = (Array.isArray(auth) ? auth[0] ?? '' : auth).replace(/^Bearer\s+/i, '');
+    sendJson(res, status, errorBody(dialect, 401, `Incorrect API key provided: ${key}.`));
+    return;
+  }
+  sendJson(res, status, body, status === 429 ? RATE_LIMITED_HEADERS : undefined);
 }
 
 /** head goes out with the headers; each part is one timed content event; tail follows the last. */
@@ -1055,12 +1078,12 @@ export async function startMock(opts: MockOptions = {}): Promise<MockServer> {
       if (failQueue > 0) {
         failQueue--;
         const injected = failStatus;
-        later(ex, ex.plan.latencyMs, () => sendJson(res, injected, errorBody(dialect, injected, `mock: injected failure ${injected}`)));
+        later(ex, ex.plan.latencyMs, () => sendError(req, res, dialect, injected, errorBody(dialect, injected, `mock: injected failure ${injected}`)));
         return;
       }
       later(ex, ex.plan.latencyMs, () => {
         if (forcedError !== undefined && status !== undefined) {
-          sendJson(res, status, forcedError[dialect]);
+          sendError(req, res, dialect, status, forcedError[dialect]);
           return;
         }
         const methods = METHODS[route.endpoint];

@@ -237,7 +237,7 @@ export function renderMarkdown(r: RunResults): string {
     out.push('Highest rate with every request answered (Sightline: and captured): ' + r.ladder.arms.map((a) => `${a.arm} ${a.max_ok_rate === null ? (a.status === 'ok' ? 'none' : a.status) : `${a.max_ok_rate} req/s`}`).join(', ') + '.');
     out.push('');
   }
-  out.push('## Issue 5 ratios and BRIEF targets');
+  out.push('## Ratios and targets');
   out.push('');
   out.push('| check | value | want | met | detail |');
   out.push('|---|---:|---|---|---|');

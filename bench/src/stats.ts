@@ -2,7 +2,7 @@
  * The arithmetic of the report, kept pure (no histogram library, no I/O) so it is tested on its
  * own in bench/test/bench-pure.test.ts.
  *
- * Added latency (docs/benchmarks.md, BRIEF "Targets"): arm percentile minus direct percentile,
+ * Added latency (docs/benchmarks.md, "Targets"): arm percentile minus direct percentile,
  * per percentile, in the same run. The direct floor of a scenario is the mean of its control
  * block before the arms and its control block after them, so a slow drift of the machine over
  * the scenario is split evenly between the arms instead of being charged to the last one.

@@ -226,9 +226,24 @@ test('an unreachable provider is a 502 in OpenAI shape, failed in upstream.conne
   assert.equal(spans.find((s) => s.status_code === 'ERROR' && isStage(s))?.name, 'upstream.connect');
 });
 
-test('an upstream error status is relayed with its body', async () => {
+test('an upstream error status is relayed with its body, its retry-after and rate-limit headers, and without keys', async () => {
   mock.configure({ status: 429 });
-  await assert.rejects(client().chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'x' }] }), (e: unknown) => e instanceof OpenAI.RateLimitError);
+  await assert.rejects(client().chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'x' }] }), (e: unknown) => {
+    assert.ok(e instanceof OpenAI.RateLimitError);
+    assert.equal(e.message, '429 mock: forced status 429');
+    assert.equal(e.code, 'rate_limit_exceeded');
+    assert.equal(e.headers?.get('retry-after'), '1');
+    assert.equal(e.headers?.get('x-ratelimit-remaining-requests'), '0');
+    return true;
+  });
+  mock.configure({ status: 401 });
+  const key = 'sk-proj-Leak0123456789abcdefghijklmnopqrstuvwxyz';
+  await assert.rejects(new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 }).chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'x' }] }), (e: unknown) => {
+    assert.ok(e instanceof OpenAI.AuthenticationError);
+    assert.ok(!e.message.includes('Leak0123'), e.message);
+    assert.match(e.message, /Incorrect API key provided: \[redacted\]/);
+    return true;
+  });
 });
 
 test('a client that disconnects mid-stream aborts the upstream request and is captured as aborted', async () => {

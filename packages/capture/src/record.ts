@@ -26,7 +26,7 @@ export class RequestRecord {
   tBody = 0;
   /** Body parsed and validated. */
   tParsed = 0;
-  /** Credentials and team resolved. */
+  /** Caller identified: its team read (keys are not checked yet). */
   tAuth = 0;
   /** Provider chosen. */
   tRouted = 0;

@@ -151,7 +151,8 @@ export interface ChdbOptions {
 /**
  * The in-process engine. chdb is loaded in the main thread and used only through
  * `queryAsync`/`insert`, which run off the event loop: a worker thread that loaded chdb
- * crashes the process when it exits (../shared/BRIEF.md, environment facts).
+ * crashes the whole process with a segfault when the thread exits, even after `close()`
+ * (seen on this project's machines with chdb on Node 20).
  */
 export class ChdbStore implements Store {
   readonly kind = 'chdb' as const;
