@@ -13,6 +13,12 @@ export interface RecordOptions {
   /** Monotonic mark (core/clock.ts) at which the request started. Default now(). */
   t0?: number;
   team?: string;
+  /** Default `openai`. */
+  provider?: string;
+  /** A first attempt that failed with a 500 before the one that served (`upstream.retry`). */
+  retried?: boolean;
+  /** Token usage in the kept response body (OpenAI shape), so the ingester reads it. */
+  usage?: { prompt: number; completion: number; cached?: number };
 }
 
 function base(o: RecordOptions): { r: RequestRecord; t: number } {
@@ -50,9 +56,17 @@ export function servedRecord(o: RecordOptions = {}): RequestRecord {
   r.route = '/v1/chat/completions';
   r.model = 'gpt-4o';
   r.upstreamModel = 'gpt-4o';
-  r.provider = 'openai';
+  r.provider = o.provider ?? 'openai';
   r.status = 200;
   r.upstreamStatus = 200;
+  if (o.retried === true) {
+    r.attempts = [{ provider: r.provider, model: 'gpt-4o', upstreamHost: 'http://x', start: t + 0.03, end: t + 0.4, status: 500, errorType: 'upstream_error', errorMessage: `provider ${r.provider} answered 500` }];
+    r.tAttempt = t + 0.45;
+  }
+  if (o.usage !== undefined) {
+    const u = o.usage;
+    r.responseChunks = [Buffer.from(JSON.stringify({ model: 'gpt-4o', usage: { prompt_tokens: u.prompt, completion_tokens: u.completion, prompt_tokens_details: { cached_tokens: u.cached ?? 0 } } }))];
+  }
   return r;
 }
 

@@ -12,12 +12,13 @@ import { fileURLToPath } from 'node:url';
 import { ChdbStore, ClickHouseServerStore, migrate, type Store } from '@sightline/store';
 import { RequestRecord, toWire } from '@sightline/capture';
 import { SpanBuilder } from '@sightline/spans';
-import { newTraceId, newSpanId, now, type IngestBatchRow } from '@sightline/core';
+import { newTraceId, type IngestBatchRow } from '@sightline/core';
 import { buildQueryServer, priceLookup, startQuery, DEFAULT_READ_LIMITS } from '@sightline/app-query';
 import { loadConfigFile } from '@sightline/config';
 import { Rollup } from '@sightline/app-ingester';
 import type { FastifyInstance } from 'fastify';
 import { ClickHouseServer } from '../../../test/support/servers.js';
+import { servedRecord } from '../../../test/support/records.js';
 
 /**
  * A fixed clock: every row is stamped in the minute 2025-06-01 12:00 UTC, 20 s in, and every
@@ -32,39 +33,12 @@ const iso = (ms: number) => new Date(ms).toISOString();
 /** A range around the fixed minute, as query parameters. */
 const RANGE = `from=${iso(BASE_MS - 120_000)}&to=${iso(BASE_MS + 120_000)}`;
 
+/**
+ * Request `seq` of the fixture. Marks are milliseconds since the gateway's monotonic origin
+ * (ORIGIN_NS below, passed to the span builder): it starts at BASE_MS + seq ms.
+ */
 function record(seq: number, opts: { retried?: boolean } = {}): RequestRecord {
-  const r = new RequestRecord();
-  // Marks are milliseconds since the gateway's monotonic origin (ORIGIN_NS below, passed to
-  // the span builder): this request starts at BASE_MS + seq ms. Marks must be positive (0 is "unset").
-  const t = 1000 + seq;
-  r.seq = seq;
-  r.traceId = newTraceId();
-  r.rootSpanId = newSpanId();
-  r.t0 = t;
-  r.tBody = t + 0.05;
-  r.tParsed = t + 0.06;
-  r.tAuth = t + 0.07;
-  r.tRouted = t + 0.08;
-  r.tBuilt = t + 0.1;
-  if (opts.retried) {
-    r.attempts = [{ provider: 'p', model: 'gpt-4o', upstreamHost: 'http://x', start: t + 0.1, end: t + 3, status: 500, errorType: 'upstream_error', errorMessage: 'provider p answered 500' }];
-    r.tAttempt = t + 5;
-  }
-  r.tSent = t + 6;
-  r.tFirstByte = t + 20;
-  r.tLastByte = t + 30;
-  r.tEnd = t + 30.1;
-  r.tFinish = t + 30.2;
-  r.method = 'POST';
-  r.route = '/v1/chat/completions';
-  r.model = 'gpt-4o';
-  r.upstreamModel = 'gpt-4o';
-  r.provider = 'p';
-  r.team = 'search';
-  r.status = 200;
-  r.upstreamStatus = 200;
-  r.responseChunks = [Buffer.from(JSON.stringify({ model: 'gpt-4o', usage: { prompt_tokens: 100, completion_tokens: 50, prompt_tokens_details: { cached_tokens: 20 } } }))];
-  return r;
+  return servedRecord({ seq, t0: 1000 + seq, provider: 'p', team: 'search', retried: opts.retried === true, usage: { prompt: 100, completion: 50, cached: 20 } });
 }
 
 function suite(name: string, open: () => Promise<{ store: Store; done: () => Promise<void> }>) {
