@@ -1,21 +1,24 @@
 /** Query API errors: stable codes, one HTTP status each, body `{"error":{"code","message"}}`. */
-export type QueryErrorCode = 'bad_parameter' | 'not_found' | 'query_too_large' | 'store_unavailable' | 'internal_error';
+export type QueryErrorCode = 'bad_parameter' | 'unauthorized' | 'forbidden' | 'not_found' | 'query_too_large' | 'store_unavailable' | 'internal_error';
 
 /** `query_too_large`: the query was stopped by a limit (limits.ts); the caller can narrow it. */
-const STATUS: Record<QueryErrorCode, number> = { bad_parameter: 400, not_found: 404, query_too_large: 422, store_unavailable: 503, internal_error: 500 };
+const STATUS: Record<QueryErrorCode, number> = { bad_parameter: 400, unauthorized: 401, forbidden: 403, not_found: 404, query_too_large: 422, store_unavailable: 503, internal_error: 500 };
 
 export class QueryError extends Error {
   readonly status: number;
+  /** The request field at fault (`scopes[1]`, `filters.model`), when one is. */
+  readonly field: string | null;
   constructor(
     readonly code: QueryErrorCode,
     message: string,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; field?: string | null },
   ) {
-    super(message, options);
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.field = options?.field ?? null;
     this.name = 'QueryError';
     this.status = STATUS[code];
   }
-  toJSON(): { error: { code: QueryErrorCode; message: string } } {
-    return { error: { code: this.code, message: this.message } };
+  toJSON(): { error: { code: QueryErrorCode; message: string; field?: string } } {
+    return this.field === null ? { error: { code: this.code, message: this.message } } : { error: { code: this.code, message: this.message, field: this.field } };
   }
 }

@@ -3,6 +3,7 @@ import type { ReadLimits, Store } from '@sightline/store';
 import type { PriceOf } from './pricing.js';
 import { buildQueryServer } from './server.js';
 import { readLimitsFromEnv } from './limits.js';
+import type { QueryAuth } from './auth.js';
 
 export interface StartQueryOptions {
   store: Store;
@@ -13,6 +14,8 @@ export interface StartQueryOptions {
   priceOf?: PriceOf;
   /** Default: from QUERY_MAX_EXECUTION_TIME_S, QUERY_MAX_MEMORY_BYTES, QUERY_MAX_RESULT_ROWS (limits.ts). */
   limits?: ReadLimits;
+  /** Authentication; null or absent: open (every caller is the admin). */
+  auth?: QueryAuth | null;
 }
 
 export interface QueryHandle {
@@ -22,8 +25,8 @@ export interface QueryHandle {
 }
 
 export async function startQuery(opts: StartQueryOptions): Promise<QueryHandle> {
-  const app = buildQueryServer({ store: opts.store, log: opts.log, priceOf: opts.priceOf, limits: opts.limits ?? readLimitsFromEnv() });
-  // Loopback unless told otherwise: the query API has no authentication yet (issue 9).
+  const app = buildQueryServer({ store: opts.store, log: opts.log, priceOf: opts.priceOf, limits: opts.limits ?? readLimitsFromEnv(), auth: opts.auth ?? null });
+  // Loopback unless told otherwise (QUERY_HOST in the shipped file).
   const host = opts.host ?? '127.0.0.1';
   await app.listen({ port: opts.port, host });
   const addr = app.server.address();

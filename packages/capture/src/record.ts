@@ -68,7 +68,10 @@ export class RequestRecord {
   provider = '';
   /** Host of the upstream (`server.address`). */
   upstreamHost = '';
+  /** The key's team with authentication on; else the team header's value or `default`. */
   team = '';
+  /** The caller's key id; '' when authentication is off. */
+  keyId = '';
   stream = false;
   status = 0;
   upstreamStatus = 0;

@@ -45,6 +45,7 @@ export function toWire(r: RequestRecord): WireRecord {
     provider: r.provider,
     upstreamHost: r.upstreamHost,
     team: r.team,
+    keyId: r.keyId,
     stream: r.stream,
     status: r.status,
     upstreamStatus: r.upstreamStatus,

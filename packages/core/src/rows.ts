@@ -54,6 +54,8 @@ export interface SpanRow {
   model: string;
   provider: string;
   team: string;
+  /** The caller's key id (`key_…`); '' when authentication is off. */
+  key_id: string;
   instance: string;
   attr_keys: string[];
   attr_values: string[];
@@ -75,6 +77,8 @@ export interface RequestRow {
   provider: string;
   upstream_model: string;
   team: string;
+  /** The caller's key id (`key_…`); '' when authentication is off. */
+  key_id: string;
   stream: 0 | 1;
   http_status: number;
   upstream_status: number;

@@ -70,6 +70,8 @@ export interface WireRecord {
   provider: string;
   upstreamHost: string;
   team: string;
+  /** The caller's Sightline key id (`key_…`); '' when authentication is off. Absent in records before v0.2: read as ''. */
+  keyId: string;
   stream: boolean;
   status: number;
   upstreamStatus: number;

@@ -24,7 +24,7 @@ const NUMBER_FIELDS = [
   'status', 'upstreamStatus', 'requestBytes', 'responseBytes', 'inputTokens', 'outputTokens', 'cacheReadTokens', 'cacheWriteTokens',
 ] as const;
 const STRING_FIELDS = [
-  'traceId', 'parentSpanId', 'rootSpanId', 'method', 'route', 'dialect', 'model', 'upstreamModel', 'provider', 'upstreamHost', 'team', 'errorType', 'errorMessage', 'responseModel',
+  'traceId', 'parentSpanId', 'rootSpanId', 'method', 'route', 'dialect', 'model', 'upstreamModel', 'provider', 'upstreamHost', 'team', 'keyId', 'errorType', 'errorMessage', 'responseModel',
 ] as const;
 const BOOLEAN_FIELDS = ['newConnection', 'partial', 'stream', 'aborted', 'usageFound'] as const;
 const ATTEMPT_NUMBERS = ['start', 'end', 'status'] as const;
@@ -35,6 +35,8 @@ const HEX16 = /^[0-9a-f]{16}$/;
 
 /** Checks that a parsed value has a WireRecord's shape; throws BadBatchError naming the first bad field. */
 export function checkWireRecord(x: unknown, i: number): WireRecord {
+  // Records from gateways before key ids existed: no key.
+  if (typeof x === 'object' && x !== null && !('keyId' in x)) (x as { keyId: string }).keyId = '';
   const bad = (what: string): never => {
     throw new BadBatchError(`record ${i}: ${what}`);
   };

@@ -141,17 +141,19 @@ export interface TraceView {
  * can hold any number of requests (issue 9): the list is bounded, the rest is counted, and
  * only the listed requests' spans are read, matched to them through maps by span id.
  */
-export async function requestsByTrace(store: Store, traceId: string, max: number = TRACE_REQUESTS_LIMIT): Promise<TraceView> {
+export async function requestsByTrace(store: Store, traceId: string, team: string | null, max: number = TRACE_REQUESTS_LIMIT): Promise<TraceView> {
   const reqT = table(store.database, 'requests');
   const spanT = table(store.database, 'spans');
+  // A team key sees its team's requests of the trace only (a trace id may be shared by anyone).
+  const where = team === null ? sql`trace_id = ${traceId}` : sql`trace_id = ${traceId} AND team = ${team}`;
   const reqs = await store.query<RequestDbRow>(
-    sql`SELECT * FROM ${reqT} FINAL WHERE trace_id = ${traceId} ORDER BY start_time_unix_nano, span_id LIMIT ${max}`,
+    sql`SELECT * FROM ${reqT} FINAL WHERE ${where} ORDER BY start_time_unix_nano, span_id LIMIT ${max}`,
   );
   if (reqs.length === 0) return { requests: [], total: 0, omitted: 0 };
   const ids = reqs.map((r) => r.span_id);
   const [counted, spans] = await Promise.all([
     // Counted only when the list is full: the common trace of one request costs no second scan.
-    reqs.length < max ? Promise.resolve(reqs.length) : store.query<{ n: Num }>(sql`SELECT count() AS n FROM ${reqT} FINAL WHERE trace_id = ${traceId}`).then((rows) => Number(rows[0]?.n ?? 0)),
+    reqs.length < max ? Promise.resolve(reqs.length) : store.query<{ n: Num }>(sql`SELECT count() AS n FROM ${reqT} FINAL WHERE ${where}`).then((rows) => Number(rows[0]?.n ?? 0)),
     store.query<SpanDbRow>(
       sql`SELECT span_id, parent_span_id, name, kind, is_root, start_time_unix_nano, duration_ns, status_code, status_message, attr_keys, attr_values FROM ${spanT} FINAL WHERE trace_id = ${traceId} AND (has(${ids}, span_id) OR has(${ids}, parent_span_id)) ORDER BY start_time_unix_nano, is_root DESC`,
     ),
