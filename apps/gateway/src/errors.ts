@@ -13,6 +13,8 @@ import type { Dialect } from '@sightline/core';
 export type GatewayErrorCode =
   | 'invalid_json'
   | 'invalid_request'
+  | 'invalid_api_key'
+  | 'permission_denied'
   | 'body_too_large'
   | 'unsupported_media_type'
   | 'model_not_found'
@@ -40,6 +42,10 @@ interface ErrorKind {
 const KINDS: Record<GatewayErrorCode, ErrorKind> = {
   invalid_json: { status: 400, openai: 'invalid_request_error', anthropic: 'invalid_request_error', stage: 'parse' },
   invalid_request: { status: 400, openai: 'invalid_request_error', anthropic: 'invalid_request_error', stage: 'parse' },
+  // A missing, unknown, revoked or expired Sightline key; the SDKs raise AuthenticationError.
+  invalid_api_key: { status: 401, openai: 'invalid_request_error', anthropic: 'authentication_error', stage: 'auth' },
+  // A key without the `gateway` scope, or asking for a model outside its globs; the SDKs raise PermissionDeniedError.
+  permission_denied: { status: 403, openai: 'invalid_request_error', anthropic: 'permission_error', stage: 'auth' },
   body_too_large: { status: 413, openai: 'invalid_request_error', anthropic: 'request_too_large', stage: 'ingress.read' },
   unsupported_media_type: { status: 415, openai: 'invalid_request_error', anthropic: 'invalid_request_error', stage: 'ingress.read' },
   model_not_found: { status: 404, openai: 'invalid_request_error', anthropic: 'not_found_error', stage: 'route' },

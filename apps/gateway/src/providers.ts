@@ -79,7 +79,15 @@ export class Upstream {
   /** Headers for every request: content type, configured extras, configured key. */
   readonly baseHeaders: Record<string, string>;
 
-  constructor(readonly config: ProviderConfig) {
+  /**
+   * @param passClientCredentials whether a caller's own provider key may be passed through
+   *   when the configuration has none: only with authentication off. With it on, the caller's
+   *   credential is a Sightline key, which never leaves the gateway.
+   */
+  constructor(
+    readonly config: ProviderConfig,
+    readonly passClientCredentials = true,
+  ) {
     this.dialect = config.type === 'anthropic' ? 'anthropic' : 'openai';
     const https = config.origin.startsWith('https:');
     const options = {
@@ -119,7 +127,7 @@ export class Upstream {
    */
   headers(client: IncomingHttpHeaders, clientDialect: Dialect, traceparent: string): Record<string, string> {
     const h: Record<string, string> = { ...this.baseHeaders, traceparent };
-    if (this.config.apiKey === '') {
+    if (this.config.apiKey === '' && this.passClientCredentials) {
       const bearer = one(client.authorization);
       const xKey = one(client['x-api-key']);
       if (this.config.type === 'anthropic') {

@@ -14,6 +14,7 @@ import { RequestRecord, type CaptureSink } from '@sightline/capture';
 import { Router, type Config } from '@sightline/config';
 import { GatewayError, errorBody } from './errors.js';
 import type { GatewayLogger } from './log.js';
+import type { Directory } from '@sightline/directory';
 import { one, prepareRoutes, targetOrder, Upstream, type PreparedRoute, type Target } from './providers.js';
 import { Exchange, type ClientResponse, type PreparedRequest } from './exchange.js';
 import type { RelayLimits, RelayPlan } from './relay.js';
@@ -52,9 +53,11 @@ export class GatewayCore {
     readonly instance: string,
     /** Where the gateway's own failures are reported (internal errors). */
     readonly logger: GatewayLogger,
+    /** Keys and teams; null: authentication off (the team is the team header's). */
+    readonly directory: Directory | null = null,
   ) {
     this.router = new Router(config.routes);
-    for (const p of config.providers.values()) this.upstreams.set(p.name, new Upstream(p));
+    for (const p of config.providers.values()) this.upstreams.set(p.name, new Upstream(p, directory === null));
     this.routes = prepareRoutes(config.routes, this.upstreams, config.breaker);
     this.metrics = new Metrics(capture, [...this.routes.values()].flatMap((r) => r.targets.map((t) => t.breaker)));
     this.limits = { bodyBytes: config.gateway.upstreamBodyLimitBytes, sseEventBytes: config.gateway.sseEventLimitBytes };
@@ -76,6 +79,7 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
   const { config, capture, instance, metrics } = core;
   const teamHeader = config.gateway.teamHeader;
   const jsonDepthLimit = config.gateway.jsonDepthLimit;
+  const directory = core.directory;
 
   const app = (
     listener.http2 === true
@@ -153,14 +157,28 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     sendError(req, reply, new GatewayError('route_not_found', `no route for ${req.method} ${(req.raw.url ?? '').split('?', 1)[0]}`));
   });
 
-  app.get('/healthz', async () => ({ ok: true, instance }));
+  app.get('/healthz', async () =>
+    directory === null
+      ? { ok: true, instance, authentication: 'off', warning: 'authentication is off (SIGHTLINE_ADMIN_TOKEN is not set): anyone who can reach this port sends requests on the configured provider keys' }
+      : { ok: true, instance, authentication: 'on', directory: directory.status() },
+  );
   app.get('/metrics', async (_req, reply) => {
     reply.header('content-type', 'text/plain; version=0.0.4');
     return metrics.render();
   });
 
-  app.get('/v1/models', async (req) => {
-    const ids = core.router.exactModels();
+  app.get('/v1/models', async (req, reply) => {
+    let ids = core.router.exactModels();
+    if (directory !== null) {
+      // Listing models is a gateway request too: it takes a key, and shows what the key may use.
+      const check = directory.check(callerKey(req.headers), 'gateway', Date.now());
+      const dialect = one(req.headers['anthropic-version']) !== undefined ? 'anthropic' : 'openai';
+      if (!check.ok) {
+        const err = new GatewayError(check.reason === 'scope' ? 'permission_denied' : 'invalid_api_key', check.message);
+        return reply.code(err.status).headers(JSON_HEADERS).send(errorBody(err, dialect));
+      }
+      ids = ids.filter((id) => directory.modelAllowed(check.key, id));
+    }
     if (one(req.headers['anthropic-version']) !== undefined) {
       const data = ids.map((id) => ({ type: 'model', id, display_name: id, created_at: '1970-01-01T00:00:00Z' }));
       return { data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
@@ -192,9 +210,24 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     rec.stream = body.stream === true;
     rec.tParsed = now();
 
-    // auth: the caller's team; upstream credentials are the provider's or the caller's.
-    const team = one(req.headers[teamHeader]);
-    rec.team = team === undefined || team === '' ? 'default' : team.length > 128 ? team.slice(0, 128) : team;
+    // auth: with keys, the caller's key decides the team, the scope and the models; without,
+    // the team header names the team and provider credentials may be the caller's.
+    if (directory !== null) {
+      const check = directory.check(callerKey(req.headers), 'gateway', Date.now());
+      if (!check.ok) {
+        const code = check.reason === 'scope' ? 'permission_denied' : 'invalid_api_key';
+        return sendError(req, reply, new GatewayError(code, check.message));
+      }
+      const key = check.key;
+      rec.team = key.team;
+      rec.keyId = key.id;
+      if (!directory.modelAllowed(key, rec.model)) {
+        return sendError(req, reply, new GatewayError('permission_denied', `The API key ${key.hint} (${key.id}) may not use the model \`${rec.model}\` (allowed: ${key.models.join(', ')}).`, 'model'));
+      }
+    } else {
+      const team = one(req.headers[teamHeader]);
+      rec.team = team === undefined || team === '' ? 'default' : team.length > 128 ? team.slice(0, 128) : team;
+    }
     rec.tAuth = now();
 
     // route
@@ -243,6 +276,14 @@ function reportInternal(logger: GatewayLogger, rec: RequestRecord | null, method
     { err: { type: cause.name, message: cause.message, stack: cause.stack }, method, route: rec?.route ?? null, trace_id: rec?.traceId ?? null, model: rec?.model ?? null },
     err.message,
   );
+}
+
+/** The caller's key: `Authorization: Bearer …` (OpenAI SDKs) or `x-api-key` (Anthropic SDKs). */
+function callerKey(headers: IncomingHttpHeaders): string {
+  const auth = headers.authorization;
+  if (auth !== undefined && auth.length > 7 && (auth.startsWith('Bearer ') || auth.slice(0, 7).toLowerCase() === 'bearer ')) return auth.slice(7).trim();
+  const x = one(headers['x-api-key']);
+  return x === undefined ? '' : x.trim();
 }
 
 function failRaw(logger: GatewayLogger, rec: RequestRecord, res: ClientResponse, err: GatewayError): void {

@@ -8,6 +8,7 @@ import type { BusPublisher } from '@sightline/bus';
 import type { Config } from '@sightline/config';
 import { buildGateway, GatewayCore } from './server.js';
 import { stderrLogger, type GatewayLogger } from './log.js';
+import type { Directory } from '@sightline/directory';
 
 export interface StartGatewayOptions {
   config: Config;
@@ -28,6 +29,8 @@ export interface StartGatewayOptions {
   log?: (msg: string) => void;
   /** Where internal errors are reported (pino's Logger fits). Default: JSON lines on stderr. */
   logger?: GatewayLogger;
+  /** Keys and teams: authentication on. Absent or null: off (docs/api.md, "Authentication"). */
+  directory?: Directory | null;
 }
 
 export interface GatewayHandle {
@@ -65,7 +68,7 @@ export async function startGateway(opts: StartGatewayOptions): Promise<GatewayHa
       onError: (e) => log(`capture: ${e instanceof Error ? e.message : String(e)}`),
     });
   }
-  const core = new GatewayCore(opts.config, capture, opts.instance, opts.logger ?? stderrLogger(opts.instance));
+  const core = new GatewayCore(opts.config, capture, opts.instance, opts.logger ?? stderrLogger(opts.instance), opts.directory ?? null);
   const app = buildGateway(core);
   const host = opts.host ?? opts.config.gateway.host;
   await app.listen({ port: opts.port ?? opts.config.gateway.port, host });
