@@ -243,7 +243,7 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
   return {
     file,
     gateway: {
-      host: r.str(gw.host, 'gateway.host', '0.0.0.0'),
+      host: r.str(gw.host, 'gateway.host', '127.0.0.1'),
       port: r.int(gw.port, 'gateway.port', 8080, 0, 65535),
       bodyLimitBytes: r.bytes(gw.body_limit, 'gateway.body_limit', 10 * 1024 * 1024),
       teamHeader: r.str(gw.team_header, 'gateway.team_header', 'x-sightline-team').toLowerCase(),
