@@ -8,3 +8,7 @@ export { keyView, newKeyRecord, revokedRecord, rotatedRecord, teamRecord } from 
 export { DirectoryState } from './state.js';
 export { MemoryDirectory } from './memory.js';
 export type { MemoryDirectoryOptions } from './memory.js';
+export { DIRECTORY_BUCKET, NatsDirectory } from './nats.js';
+export type { NatsDirectoryOptions } from './nats.js';
+export { directoryFromEnv, hasherFromEnv } from './env.js';
+export type { DirectoryEnvOptions } from './env.js';
