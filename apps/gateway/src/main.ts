@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { ConfigError, loadConfigFromEnv } from '@sightline/config';
 import { ResilientNatsPublisher } from '@sightline/bus';
 import { dataDir, instanceId, onShutdown, redactUrlCredentials } from '@sightline/core';
+import { authFromEnv } from '@sightline/directory';
 import { startGateway } from './start.js';
 
 function log(msg: string): void {
@@ -107,13 +108,23 @@ async function runWorker(): Promise<void> {
   // Capture serialises each finished record in this thread once its response is over
   // (~7 µs); the ingester builds the spans (capture/src/wire.ts).
   const publisher = new ResilientNatsPublisher(natsUrl, instance);
-  const gw = await startGateway({ config, publisher, instance, captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', log });
+  // Keys are watched from NATS into memory; a local copy serves them if NATS is down at start.
+  const auth = authFromEnv({ natsUrl, snapshotFile: join(dataDir(), 'directory', `gateway-port-${process.env.GATEWAY_PORT || '8080'}${slot === undefined ? '' : `-worker-${slot}`}.json`), log });
+  if (auth !== null) {
+    await auth.directory.ready;
+    const s = auth.directory.status();
+    log(`authentication on: ${s.keys} keys, ${s.teams} teams (${s.synced ? 'synced with NATS' : `NOT synced with NATS, serving the ${s.loadedFrom === 'snapshot' ? 'local copy' : 'empty directory'}`})`);
+  } else {
+    log('WARNING: authentication is off (SIGHTLINE_ADMIN_TOKEN is not set): anyone who can reach this port sends requests on the configured provider keys');
+  }
+  const gw = await startGateway({ config, publisher, instance, captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', log, directory: auth?.directory ?? null });
   log(`listening on ${gw.url} (instance ${instance}, config ${config.file})`);
   if (cluster.isWorker) process.send?.({ type: 'sightline-ready' } satisfies ReadyMessage);
   void publisher.ready.then(() => log(`connected to NATS at ${redactUrlCredentials(natsUrl)}`));
   onShutdown(async () => {
     log('shutting down');
     await gw.close(10_000);
+    await auth?.directory.close();
   });
 }
 

@@ -5,7 +5,9 @@
  *   QUERY_MAX_RESULT_ROWS (limits.ts), CLICKHOUSE_URL / CLICKHOUSE_USER / CLICKHOUSE_PASSWORD /
  *   CLICKHOUSE_DATABASE.
  */
-import { onShutdown } from '@sightline/core';
+import { join } from 'node:path';
+import { dataDir, onShutdown } from '@sightline/core';
+import { authFromEnv } from '@sightline/directory';
 import { loadConfigFromEnv } from '@sightline/config';
 import { storeFromEnv } from '@sightline/store';
 import { startQuery } from './start.js';
@@ -16,10 +18,18 @@ function log(msg: string): void {
 }
 
 const config = loadConfigFromEnv();
+const natsUrl = process.env.NATS_URL;
+if ((process.env.SIGHTLINE_ADMIN_TOKEN ?? '') !== '' && (natsUrl === undefined || natsUrl === '')) {
+  throw new Error('NATS_URL is required with SIGHTLINE_ADMIN_TOKEN: keys are shared with the gateways through NATS');
+}
+const auth = authFromEnv({ natsUrl, snapshotFile: join(dataDir(), 'directory', `query-port-${config.query.port}.json`), log });
+await auth?.directory.ready;
+if (auth === null) log('WARNING: authentication is off (SIGHTLINE_ADMIN_TOKEN is not set): every caller reads every team\'s data');
 const store = await storeFromEnv();
-const q = await startQuery({ store, port: config.query.port, host: config.query.host, log, priceOf: priceLookup(config.pricing) });
-log(`listening on ${q.url}, reading ${store.kind} database ${store.database}`);
+const q = await startQuery({ store, port: config.query.port, host: config.query.host, log, priceOf: priceLookup(config.pricing), auth });
+log(`listening on ${q.url}, reading ${store.kind} database ${store.database}; authentication ${auth === null ? 'off' : 'on'}`);
 onShutdown(async () => {
   await q.close();
   await store.close();
+  await auth?.directory.close();
 });

@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { startGateway } from '@sightline/app-gateway';
 import { startIngester } from '@sightline/app-ingester';
 import { priceLookup, startQuery } from '@sightline/app-query';
+import { authFromEnv } from '@sightline/directory';
 
 function logger(app: string): (msg: string) => void {
   return (msg) => process.stderr.write(`${new Date().toISOString()} ${app} ${msg}\n`);
@@ -53,8 +54,13 @@ async function main(): Promise<void> {
   log(store.kind === 'chdb' ? `store: in-process ClickHouse (chdb) under ${dataDir()} (set CLICKHOUSE_URL to use a server)` : `store: ClickHouse at ${redactUrlCredentials(process.env.CLICKHOUSE_URL ?? '')}`);
 
   const ingester = await startIngester({ consumer, store, port: envInt('INGESTER_PORT', 8082), host: config.query.host, log: logger('ingester'), retentionDays: envInt('SIGHTLINE_RETENTION_DAYS', 0) });
-  const query = await startQuery({ store, port: config.query.port, host: config.query.host, log: logger('query'), priceOf: priceLookup(config.pricing) });
-  const gateway = await startGateway({ config, publisher, instance, log: logger('gateway'), captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1' });
+  // One directory for the gateway and the query API of this process: NATS key-value with
+  // NATS_URL, else in process, kept in $SIGHTLINE_DATA_DIR/directory.json.
+  const auth = authFromEnv({ natsUrl, snapshotFile: join(dataDir(), natsUrl !== undefined && natsUrl !== '' ? join('directory', 'sightline.json') : 'directory.json'), log });
+  await auth?.directory.ready;
+  if (auth === null) log('WARNING: authentication is off (SIGHTLINE_ADMIN_TOKEN is not set): the gateway and query API are open to whoever reaches them (loopback by default)');
+  const query = await startQuery({ store, port: config.query.port, host: config.query.host, log: logger('query'), priceOf: priceLookup(config.pricing), auth });
+  const gateway = await startGateway({ config, publisher, instance, log: logger('gateway'), captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', directory: auth?.directory ?? null });
   log(`gateway  ${gateway.url}  (OpenAI: POST /v1/chat/completions)`);
   log(`query    ${query.url}  (GET /v1/requests/{traceId}, GET /v1/stages)`);
   log(`ingester ${ingester.url}  (/healthz, /metrics)`);
@@ -69,6 +75,7 @@ async function main(): Promise<void> {
     }
     await ingester.close();
     await query.close();
+    await auth?.directory.close();
     await closeBus();
     await store.close();
   });

@@ -52,3 +52,33 @@ export function directoryFromEnv(opts: DirectoryEnvOptions): Directory {
     ...(opts.log !== undefined ? { log: opts.log } : {}),
   });
 }
+
+export interface AuthFromEnvOptions {
+  /** NATS_URL of the app (unset: the in-process directory). */
+  natsUrl: string | undefined;
+  /** Where this process keeps its copy of the directory. */
+  snapshotFile: string;
+  log?: (message: string) => void;
+  /** Default process.env. */
+  env?: NodeJS.ProcessEnv;
+}
+
+/**
+ * Authentication as the environment asks for it: off (null) without SIGHTLINE_ADMIN_TOKEN;
+ * with it, the admin token and the directory (NATS when NATS_URL is set). Throws when the
+ * token is too short to be a secret.
+ */
+export function authFromEnv(opts: AuthFromEnvOptions): { adminToken: string; directory: Directory } | null {
+  const env = opts.env ?? process.env;
+  const adminToken = (env.SIGHTLINE_ADMIN_TOKEN ?? '').trim();
+  if (adminToken === '') return null;
+  if (adminToken.length < 16) throw new DirectoryError('SL_DIR_INVALID', 'SIGHTLINE_ADMIN_TOKEN: must be at least 16 characters (e.g. `openssl rand -hex 32`)', 'SIGHTLINE_ADMIN_TOKEN');
+  const directory = directoryFromEnv({
+    natsUrl: opts.natsUrl,
+    snapshotFile: opts.snapshotFile,
+    adminToken,
+    ...(env.SIGHTLINE_KEY_HASH_SECRET !== undefined ? { keyHashSecret: env.SIGHTLINE_KEY_HASH_SECRET } : {}),
+    ...(opts.log !== undefined ? { log: opts.log } : {}),
+  });
+  return { adminToken, directory };
+}

@@ -10,5 +10,5 @@ export { MemoryDirectory } from './memory.js';
 export type { MemoryDirectoryOptions } from './memory.js';
 export { DIRECTORY_BUCKET, NatsDirectory } from './nats.js';
 export type { NatsDirectoryOptions } from './nats.js';
-export { directoryFromEnv, hasherFromEnv } from './env.js';
-export type { DirectoryEnvOptions } from './env.js';
+export { authFromEnv, directoryFromEnv, hasherFromEnv } from './env.js';
+export type { AuthFromEnvOptions, DirectoryEnvOptions } from './env.js';
