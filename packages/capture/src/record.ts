@@ -8,7 +8,7 @@
  * Every field is declared here with its initial value so V8 gives all records one
  * hidden class.
  */
-import type { AttemptInfo, Dialect, StageName } from '@sightline/core';
+import type { AttemptInfo, ContentPolicy, Dialect, StageName } from '@sightline/core';
 
 export class RequestRecord {
   /** Per-instance request number, from 1: lets readers tell a gap from a quiet minute. */
@@ -88,6 +88,24 @@ export class RequestRecord {
    */
   responseChunks: Buffer[] | null = null;
   responseKept = 0;
+
+  // Attribution (issue 11), read from the body and headers the route handler already has.
+  endUser = '';
+  sessionId = '';
+  tagKeys: string[] | null = null;
+  tagValues: string[] | null = null;
+
+  // Content (issue 11): references to bytes the request already holds, bounded; turned into
+  // text only after the response (wire.ts). Policy `none` keeps nothing.
+  contentPolicy: ContentPolicy = 'none';
+  /** The request body as received (a reference, not a copy). */
+  requestBody: Buffer | null = null;
+  /** What was written to the client, up to the capture bound. */
+  contentOut: (Buffer | string)[] | null = null;
+  /** Bytes (UTF-8) in contentOut. */
+  contentOutKept = 0;
+  /** Bytes written to the client in all. */
+  contentOutBytes = 0;
 }
 
 /** Bytes of response body kept per request for usage extraction. */

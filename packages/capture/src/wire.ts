@@ -60,6 +60,11 @@ export function toWire(r: RequestRecord): WireRecord {
     cacheReadTokens: u.cacheReadTokens,
     cacheWriteTokens: u.cacheWriteTokens,
     usageFound: u.found || u.outputTokens > 0,
+    endUser: r.endUser,
+    sessionId: r.sessionId,
+    tagKeys: r.tagKeys ?? [],
+    tagValues: r.tagValues ?? [],
+    content: null,
   };
 }
 

@@ -24,6 +24,41 @@ import type { StageName } from './rows.js';
 /** The API a client speaks to the gateway (and a provider speaks upstream). */
 export type Dialect = 'openai' | 'anthropic';
 
+/**
+ * What a team keeps of its prompts and completions (issue 11): `full` (secrets replaced),
+ * `redacted` (secrets and personal data replaced before storage), `none` (no content leaves
+ * the gateway: metadata and timings only).
+ */
+export type ContentPolicy = 'full' | 'redacted' | 'none';
+export const CONTENT_POLICIES: readonly ContentPolicy[] = ['full', 'redacted', 'none'];
+
+/**
+ * A request's content as it travels (never for policy `none`). Secrets are already
+ * replaced in the gateway, so neither the bus nor the gateway's spool holds them in clear;
+ * personal data (policy `redacted`) is replaced by the ingester before storage.
+ */
+export interface WireContent {
+  policy: 'full' | 'redacted';
+  /**
+   * The request body as the client sent it, as UTF-8 text (invalid bytes become U+FFFD),
+   * long base64 strings (images, audio, files) replaced by `[base64 <media type> <n> bytes]`,
+   * cut at the capture bound.
+   */
+  request: string;
+  /** Bytes of the body as received (before any replacement or cut). */
+  requestBytes: number;
+  requestTruncated: boolean;
+  /**
+   * What the client received: the JSON body, or for a stream the SSE text in the client's
+   * dialect (the ingester assembles it into one message), cut at the capture bound.
+   */
+  response: string;
+  responseBytes: number;
+  responseTruncated: boolean;
+  /** Secrets the gateway replaced, by placeholder type (`openai`, `jwt`, …). */
+  redactions: Record<string, number>;
+}
+
 /** One upstream attempt that did not become the response (retried or fallen back from). */
 export interface AttemptInfo {
   provider: string;
@@ -88,6 +123,18 @@ export interface WireRecord {
   cacheWriteTokens: number;
   /** Token counts were present in the response (or counted from a cut stream's deltas). */
   usageFound: boolean;
+  /**
+   * Attribution (issue 11): the end user the caller names (OpenAI `user` or
+   * `safety_identifier`, Anthropic `metadata.user_id`), the session (`x-sightline-session-id`)
+   * and tags (`x-sightline-tag-<name>: <value>`, names lower-case). '' / [] when absent;
+   * absent in records of earlier versions (read as empty).
+   */
+  endUser: string;
+  sessionId: string;
+  tagKeys: string[];
+  tagValues: string[];
+  /** The request's content; null for policy `none`, and in records of earlier versions. */
+  content: WireContent | null;
 }
 
 /** A bus message of format v2, parsed. */

@@ -24,7 +24,7 @@ const NUMBER_FIELDS = [
   'status', 'upstreamStatus', 'requestBytes', 'responseBytes', 'inputTokens', 'outputTokens', 'cacheReadTokens', 'cacheWriteTokens',
 ] as const;
 const STRING_FIELDS = [
-  'traceId', 'parentSpanId', 'rootSpanId', 'method', 'route', 'dialect', 'model', 'upstreamModel', 'provider', 'upstreamHost', 'team', 'keyId', 'errorType', 'errorMessage', 'responseModel',
+  'traceId', 'parentSpanId', 'rootSpanId', 'method', 'route', 'dialect', 'model', 'upstreamModel', 'provider', 'upstreamHost', 'team', 'keyId', 'endUser', 'sessionId', 'errorType', 'errorMessage', 'responseModel',
 ] as const;
 const BOOLEAN_FIELDS = ['newConnection', 'partial', 'stream', 'aborted', 'usageFound'] as const;
 const ATTEMPT_NUMBERS = ['start', 'end', 'status'] as const;
@@ -35,8 +35,16 @@ const HEX16 = /^[0-9a-f]{16}$/;
 
 /** Checks that a parsed value has a WireRecord's shape; throws BadBatchError naming the first bad field. */
 export function checkWireRecord(x: unknown, i: number): WireRecord {
-  // Records from gateways before key ids existed: no key.
-  if (typeof x === 'object' && x !== null && !('keyId' in x)) (x as { keyId: string }).keyId = '';
+  // Records from gateways of earlier versions: no key, no attribution, no content.
+  if (typeof x === 'object' && x !== null) {
+    const o = x as Partial<WireRecord>;
+    o.keyId ??= '';
+    o.endUser ??= '';
+    o.sessionId ??= '';
+    o.tagKeys ??= [];
+    o.tagValues ??= [];
+    o.content ??= null;
+  }
   const bad = (what: string): never => {
     throw new BadBatchError(`record ${i}: ${what}`);
   };
@@ -49,6 +57,19 @@ export function checkWireRecord(x: unknown, i: number): WireRecord {
   if (!HEX16.test(o.rootSpanId as string)) bad('rootSpanId is not 16 lowercase hex digits');
   if (o.parentSpanId !== '' && !HEX16.test(o.parentSpanId as string)) bad('parentSpanId is not 16 lowercase hex digits');
   if (o.failedStage !== null && !STAGE_SET.has(o.failedStage as string)) bad('failedStage is not a stage name');
+  const tk = o.tagKeys;
+  const tv = o.tagValues;
+  if (!Array.isArray(tk) || !Array.isArray(tv) || tk.length !== tv.length || !tk.every((t) => typeof t === 'string') || !tv.every((t) => typeof t === 'string')) bad('tagKeys and tagValues are not two string lists of one length');
+  if (o.content !== null) {
+    const c = o.content as Record<string, unknown>;
+    if (typeof c !== 'object' || Array.isArray(c)) bad('content is not an object');
+    if (c.policy !== 'full' && c.policy !== 'redacted') bad('content.policy is not full or redacted');
+    for (const k of ['request', 'response'] as const) if (typeof c[k] !== 'string') bad(`content.${k} is not a string`);
+    for (const k of ['requestBytes', 'responseBytes'] as const) if (typeof c[k] !== 'number' || !Number.isFinite(c[k])) bad(`content.${k} is not a finite number`);
+    for (const k of ['requestTruncated', 'responseTruncated'] as const) if (typeof c[k] !== 'boolean') bad(`content.${k} is not a boolean`);
+    const rd = c.redactions;
+    if (typeof rd !== 'object' || rd === null || Array.isArray(rd) || !Object.values(rd).every((n) => typeof n === 'number')) bad('content.redactions is not a map of counts');
+  }
   if (o.attempts !== null) {
     if (!Array.isArray(o.attempts)) return bad('attempts is not an array');
     for (const a of o.attempts as unknown[]) {
