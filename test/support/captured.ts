@@ -3,7 +3,7 @@
  * request rows and span rows, looked up by trace id. Shared by the gateway's test files.
  */
 import { MemoryBus } from '@sightline/bus';
-import type { RequestRow, SpanRow } from '@sightline/core';
+import type { CaptureBatchV2, RequestRow, SpanRow, WireRecord } from '@sightline/core';
 import { decodeBatch, SpanBuilder } from '@sightline/spans';
 import { waitFor } from './servers.js';
 
@@ -11,16 +11,33 @@ export class CapturedBus {
   readonly bus = new MemoryBus();
   readonly requests: RequestRow[] = [];
   readonly spans: SpanRow[] = [];
+  /** The records as they travelled (content and attribution included). */
+  readonly records: WireRecord[] = [];
+  /** The raw messages as they travelled, as text. */
+  readonly messages: string[] = [];
   readonly #builder = new SpanBuilder();
 
   /** Reads every batch published so far. */
   async drain(): Promise<void> {
     for (const m of await this.bus.fetch(1000, 10)) {
+      const text = Buffer.from(m.data).toString('utf8');
+      this.messages.push(text);
+      const parsed = JSON.parse(text) as CaptureBatchV2;
+      if (parsed.v === 2) this.records.push(...parsed.records);
       const batch = decodeBatch(m.data, this.#builder);
       this.requests.push(...batch.requests);
       this.spans.push(...batch.spans);
       await m.ack();
     }
+  }
+
+  /** The record of this trace id as it travelled (waits for it). */
+  async record(traceId: string, timeoutMs = 5000): Promise<WireRecord> {
+    await waitFor(`record of ${traceId}`, async () => {
+      await this.drain();
+      return this.records.some((r) => r.traceId === traceId);
+    }, timeoutMs);
+    return this.records.find((r) => r.traceId === traceId)!;
   }
 
   /** The captured request with this trace id (waits for it) and its spans. */

@@ -5,6 +5,7 @@
  * them (format v2, packages/core/src/wire.ts).
  */
 import { RequestRecord, toWire } from '@sightline/capture';
+import type { CaptureConfig } from '@sightline/config';
 import { markToUnixNano, newSpanId, newTraceId, now, type CaptureBatchV2 } from '@sightline/core';
 
 export interface RecordOptions {
@@ -104,6 +105,25 @@ export function batchOf(instance: string, batch: number, records: RequestRecord[
     requests_count: records.length,
     published_at_unix_nano: unixNanoAgo(publishedAgoMs),
     origin_unix_nano: markToUnixNano(0).toString(),
-    records: records.map(toWire),
+    records: records.map((r) => toWire(r)),
+  };
+}
+
+/** Capture settings for tests: the defaults of the file format, with small batches and timers. */
+export function captureConfig(over: Partial<CaptureConfig> = {}): CaptureConfig {
+  return {
+    enabled: true,
+    batchMaxRequests: 10,
+    batchMaxBytes: 512 * 1024,
+    flushIntervalMs: 5,
+    queueMaxRequests: 100,
+    maxInFlight: 2,
+    publishTimeoutMs: 1000,
+    spoolDir: null,
+    spoolMaxBytes: 1024 ** 3,
+    content: 'full',
+    contentMaxBytes: 256 * 1024,
+    contentKeepBase64: false,
+    ...over,
   };
 }

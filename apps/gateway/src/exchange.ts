@@ -13,7 +13,7 @@
  */
 import type { OutgoingHttpHeaders } from 'node:http';
 import { now, type StageName } from '@sightline/core';
-import { hasTokenDelta, keepResponseChunk, type RequestRecord } from '@sightline/capture';
+import { hasTokenDelta, keepContent, keepResponseChunk, type RequestRecord } from '@sightline/capture';
 import { isTranslationError } from '@sightline/translate';
 import { GatewayError, streamErrorEvent } from './errors.js';
 import type { PreparedRoute, Target } from './providers.js';
@@ -222,6 +222,7 @@ export class Exchange implements AttemptOwner {
       return false;
     }
     if (out === null || out.length === 0) return true;
+    keepContent(rec, out, this.limits.contentBytes);
     if (rec.tFirstWrite === 0) rec.tFirstWrite = now();
     if (this.res.write(out)) return true;
     // The client reads slower than the provider writes: pause upstream until it drains.
@@ -254,6 +255,7 @@ export class Exchange implements AttemptOwner {
       this.res.writeHead(held.status, held.headers);
     }
     if (out !== null && out.length > 0) {
+      keepContent(rec, out, this.limits.contentBytes);
       if (rec.tFirstWrite === 0) rec.tFirstWrite = now();
       rec.tEnd = now();
       this.res.end(out);
@@ -286,7 +288,9 @@ export class Exchange implements AttemptOwner {
     rec.errorMessage = err.message;
     rec.tEnd = now();
     if (rec.tFirstWrite === 0) rec.tFirstWrite = rec.tEnd;
-    this.res.end(streamErrorEvent(err, rec.dialect));
+    const last = streamErrorEvent(err, rec.dialect);
+    keepContent(rec, last, this.limits.contentBytes);
+    this.res.end(last);
   }
 
   /** Counts the current attempt against its target's breaker, once. */

@@ -279,10 +279,15 @@ export interface RelayPlan {
   responseModel: string;
 }
 
-/** The bounds relays read under (configuration `gateway.upstream_body_limit` and `sse_event_limit`). */
+/**
+ * The bounds a response is read under (configuration `gateway.upstream_body_limit` and
+ * `sse_event_limit`), and how much of what the client receives capture keeps
+ * (`capture.content_max_bytes`).
+ */
 export interface RelayLimits {
   bodyBytes: number;
   sseEventBytes: number;
+  contentBytes: number;
 }
 
 /** The one place a relay is chosen: from the request's plan and the provider's status. */

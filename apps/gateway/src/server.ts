@@ -10,7 +10,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { now, newTraceId, newSpanId, parseTraceparent, type Dialect } from '@sightline/core';
-import { RequestRecord, type CaptureSink } from '@sightline/capture';
+import { RequestRecord, keepContent, type CaptureSink } from '@sightline/capture';
 import { Router, type Config } from '@sightline/config';
 import { GatewayError, errorBody } from './errors.js';
 import type { GatewayLogger } from './log.js';
@@ -60,7 +60,7 @@ export class GatewayCore {
     for (const p of config.providers.values()) this.upstreams.set(p.name, new Upstream(p, directory === null));
     this.routes = prepareRoutes(config.routes, this.upstreams, config.breaker);
     this.metrics = new Metrics(capture, [...this.routes.values()].flatMap((r) => r.targets.map((t) => t.breaker)));
-    this.limits = { bodyBytes: config.gateway.upstreamBodyLimitBytes, sseEventBytes: config.gateway.sseEventLimitBytes };
+    this.limits = { bodyBytes: config.gateway.upstreamBodyLimitBytes, sseEventBytes: config.gateway.sseEventLimitBytes, contentBytes: config.capture.contentMaxBytes };
   }
 
   async close(): Promise<void> {
@@ -79,6 +79,8 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
   const { config, capture, instance, metrics } = core;
   const teamHeader = config.gateway.teamHeader;
   const jsonDepthLimit = config.gateway.jsonDepthLimit;
+  const contentDefault = config.capture.content;
+  const contentMax = config.capture.contentMaxBytes;
   const directory = core.directory;
 
   const app = (
@@ -109,6 +111,8 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
       rec.traceId = newTraceId();
     }
     rec.rootSpanId = newSpanId();
+    // Until the caller's team is known (and for requests refused before it is), the configured default.
+    rec.contentPolicy = contentDefault;
     req.sl = rec;
     const res = reply.raw;
     res.setHeader('x-sightline-trace-id', rec.traceId);
@@ -138,6 +142,8 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     if (rec !== null) {
       rec.tBody = now();
       rec.requestBytes = (body as Buffer).length;
+      // A reference (no copy): made into bounded text only after the response, if the policy keeps content.
+      rec.requestBody = body as Buffer;
     }
     done(null, body);
   });
@@ -208,6 +214,7 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     }
     rec.model = body.model as string;
     rec.stream = body.stream === true;
+    attribute(rec, body, req.headers);
     rec.tParsed = now();
 
     // auth: with keys, the caller's key decides the team, the scope and the models; without,
@@ -221,6 +228,7 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
       const key = check.key;
       rec.team = key.team;
       rec.keyId = key.id;
+      rec.contentPolicy = directory.team(key.team)?.settings.content_capture ?? contentDefault;
       if (!directory.modelAllowed(key, rec.model)) {
         return sendError(req, reply, new GatewayError('permission_denied', `The API key ${key.hint} (${key.id}) may not use the model \`${rec.model}\` (allowed: ${key.models.join(', ')}).`, 'model'));
       }
@@ -246,7 +254,7 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     const prepare = (target: Target): PreparedRequest => prepareFor(target, dialect, body, raw!, headers, traceparent, rec);
     reply.hijack();
     const res = reply.raw as unknown as ClientResponse;
-    const ex = new Exchange(rec, res, route, order, prepare, (err) => failRaw(core.logger, rec, res, err), core.limits);
+    const ex = new Exchange(rec, res, route, order, prepare, (err) => failRaw(core.logger, rec, res, err, contentMax), core.limits);
     req.exchange = ex;
     ex.start();
   }
@@ -262,7 +270,41 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
       rec.tEnd = now();
       if (rec.tFirstWrite === 0) rec.tFirstWrite = rec.tEnd;
     }
-    reply.code(err.status).headers(JSON_HEADERS).send(errorBody(err, dialect));
+    const out = errorBody(err, dialect);
+    if (rec !== null) keepContent(rec, out, contentMax);
+    reply.code(err.status).headers(JSON_HEADERS).send(out);
+  }
+}
+
+const ATTR_MAX = 256;
+const TAG_PREFIX = 'x-sightline-tag-';
+const TAGS_MAX = 16;
+
+/**
+ * Attribution (issue 11): the end user the caller names in the body (OpenAI `user` or
+ * `safety_identifier`, Anthropic `metadata.user_id`), the session and tags from its headers.
+ * Bounded: 256 characters a value, 16 tags, names of 64.
+ */
+function attribute(rec: RequestRecord, body: Record<string, unknown>, headers: IncomingHttpHeaders): void {
+  let user: unknown = body.user ?? body.safety_identifier;
+  if (user === undefined && rec.dialect === 'anthropic') {
+    const md = body.metadata;
+    if (typeof md === 'object' && md !== null) user = (md as { user_id?: unknown }).user_id;
+  }
+  if (typeof user === 'string') rec.endUser = user.length > ATTR_MAX ? user.slice(0, ATTR_MAX) : user;
+  const session = one(headers['x-sightline-session-id']);
+  if (session !== undefined) rec.sessionId = session.length > ATTR_MAX ? session.slice(0, ATTR_MAX) : session;
+  for (const name in headers) {
+    if (name.length <= TAG_PREFIX.length || !name.startsWith(TAG_PREFIX)) continue;
+    const value = one(headers[name]);
+    if (value === undefined) continue;
+    if (rec.tagKeys === null) {
+      rec.tagKeys = [];
+      rec.tagValues = [];
+    }
+    if (rec.tagKeys.length >= TAGS_MAX) break;
+    rec.tagKeys.push(name.slice(TAG_PREFIX.length, TAG_PREFIX.length + 64));
+    rec.tagValues!.push(value.length > ATTR_MAX ? value.slice(0, ATTR_MAX) : value);
   }
 }
 
@@ -281,12 +323,17 @@ function reportInternal(logger: GatewayLogger, rec: RequestRecord | null, method
 /** The caller's key: `Authorization: Bearer …` (OpenAI SDKs) or `x-api-key` (Anthropic SDKs). */
 function callerKey(headers: IncomingHttpHeaders): string {
   const auth = headers.authorization;
-  if (auth !== undefined && auth.length > 7 && (auth.startsWith('Bearer ') || auth.slice(0, 7).toLowerCase() === 'bearer ')) return auth.slice(7).trim();
+  if (auth !== undefined && auth.length > 7 && (auth.startsWith('Bearer ') || auth.slice(0, 7).toLowerCase() === 'bearer ')) return trimmed(auth.slice(7));
   const x = one(headers['x-api-key']);
-  return x === undefined ? '' : x.trim();
+  return x === undefined ? '' : trimmed(x);
 }
 
-function failRaw(logger: GatewayLogger, rec: RequestRecord, res: ClientResponse, err: GatewayError): void {
+/** The value without surrounding spaces; the value itself (no new string) when it has none, as keys do. */
+function trimmed(s: string): string {
+  return s.length > 0 && s.charCodeAt(0) > 0x20 && s.charCodeAt(s.length - 1) > 0x20 ? s : s.trim();
+}
+
+function failRaw(logger: GatewayLogger, rec: RequestRecord, res: ClientResponse, err: GatewayError, contentMax: number): void {
   if (err.code === 'internal_error') reportInternal(logger, rec, rec.method, err);
   rec.status = err.status;
   rec.errorType = err.code;
@@ -299,6 +346,7 @@ function failRaw(logger: GatewayLogger, rec: RequestRecord, res: ClientResponse,
     return;
   }
   const body = errorBody(err, rec.dialect);
+  keepContent(rec, body, contentMax);
   res.writeHead(err.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
   res.end(body);
 }

@@ -95,7 +95,7 @@ test('fast and parsed paths together relay every event but the usage-only one, h
   }
 });
 
-const LIMITS = { bodyBytes: 1000, sseEventBytes: 100 };
+const LIMITS = { bodyBytes: 1000, sseEventBytes: 100, contentBytes: 1000 };
 const plan = (p: Partial<RelayPlan>): RelayPlan => ({ client: 'openai', sameDialect: true, stream: false, stripUsage: false, includeUsage: false, responseModel: 'm', ...p });
 
 test('one function chooses the relay from the plan and the status', () => {

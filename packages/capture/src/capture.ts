@@ -19,6 +19,7 @@ import type { BusPublisher } from '@sightline/bus';
 import type { CaptureConfig } from '@sightline/config';
 import type { RequestRecord } from './record.js';
 import { batchHead, toWire } from './wire.js';
+import type { ContentOptions } from './content.js';
 import { Spool, type SpoolEntry } from './spool.js';
 import type { CaptureSink, CaptureStats } from './sink.js';
 
@@ -38,7 +39,16 @@ export interface CaptureOptions {
   spoolMaxBytes?: number;
   /** Called when serialising, publishing or spooling fails, for logging. Capture never throws into requests. */
   onError?: (err: unknown) => void;
+  /** How content is made ready to travel (content.ts); absent: no content is captured. */
+  content?: ContentOptions;
 }
+
+/**
+ * The largest serialised record: under NATS's default max_payload (1 MiB) with room for the
+ * batch header. A record past it (content escaped to many times its size) is serialised again
+ * with its content cut harder, then without content: the request itself is never lost to it.
+ */
+const MAX_RECORD_BYTES = 960 * 1024;
 
 /** Whether a publish error says the message can never be accepted (not a passing fault). */
 function refusedForGood(err: unknown): boolean {
@@ -61,6 +71,7 @@ export class Capture implements CaptureSink {
   readonly #instance: string;
   readonly #onError: (err: unknown) => void;
   readonly #spool: Spool | null;
+  readonly #content: ContentOptions | undefined;
   /** Finished records, serialised, not yet in a batch, and their sizes in bytes (UTF-8). */
   #pending: string[] = [];
   #pendingSizes: number[] = [];
@@ -92,6 +103,7 @@ export class Capture implements CaptureSink {
     this.#publisher = opts.publisher;
     this.#instance = opts.instance;
     this.#onError = opts.onError ?? (() => {});
+    this.#content = opts.content;
     this.#spool = opts.spoolDir === undefined || opts.spoolDir === null ? null : new Spool(opts.spoolDir, opts.spoolMaxBytes ?? 1024 ** 3);
     this.#syncSpoolStats();
     // Batches left by an earlier run are replayed as soon as publishing works.
@@ -105,6 +117,17 @@ export class Capture implements CaptureSink {
    * generation collections, and serialising them in bulk would hold up the requests that
    * arrive meanwhile.
    */
+  #serialise(rec: RequestRecord): string {
+    const content = this.#content;
+    let json = JSON.stringify(toWire(rec, content));
+    if (content === undefined || json.length <= MAX_RECORD_BYTES / 3 || Buffer.byteLength(json) <= MAX_RECORD_BYTES) return json;
+    for (const maxBytes of [content.maxBytes / 4, content.maxBytes / 16]) {
+      json = JSON.stringify(toWire(rec, { ...content, maxBytes: Math.floor(maxBytes) }));
+      if (Buffer.byteLength(json) <= MAX_RECORD_BYTES) return json;
+    }
+    return JSON.stringify(toWire(rec, undefined));
+  }
+
   record(rec: RequestRecord): void {
     this.stats.recorded++;
     if (this.#pending.length + this.#outboxRequests >= this.#cfg.queueMaxRequests) {
@@ -113,7 +136,7 @@ export class Capture implements CaptureSink {
     }
     let json: string;
     try {
-      json = JSON.stringify(toWire(rec));
+      json = this.#serialise(rec);
     } catch (e) {
       // A record that cannot be serialised is counted as dropped; capture never throws into requests.
       this.stats.dropped++;

@@ -7,9 +7,10 @@
 import type { WireRecord } from '@sightline/core';
 import type { RequestRecord } from './record.js';
 import { extractUsage } from './usage.js';
+import { contentOf, type ContentOptions } from './content.js';
 
 /** The record to publish for a finished request: its fields, and the usage read from its response. */
-export function toWire(r: RequestRecord): WireRecord {
+export function toWire(r: RequestRecord, content?: ContentOptions): WireRecord {
   const u = extractUsage(r.responseChunks, r.stream);
   // A stream cut short counts what was seen: at least one output token per delta received.
   if (r.partial && r.stream && u.deltas > u.outputTokens) u.outputTokens = u.deltas;
@@ -64,7 +65,7 @@ export function toWire(r: RequestRecord): WireRecord {
     sessionId: r.sessionId,
     tagKeys: r.tagKeys ?? [],
     tagValues: r.tagValues ?? [],
-    content: null,
+    content: content === undefined ? null : contentOf(r, content),
   };
 }
 

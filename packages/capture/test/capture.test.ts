@@ -4,7 +4,7 @@ import { RequestRecord, extractUsage, hasTokenDelta, keepResponseChunk, Capture,
 import { MemoryBus, type BusPublisher } from '@sightline/bus';
 import type { CaptureBatchV2 } from '@sightline/core';
 import type { CaptureConfig } from '@sightline/config';
-import { servedRecord } from '../../../test/support/records.js';
+import { captureConfig, servedRecord } from '../../../test/support/records.js';
 
 test('the published record carries the fields and marks, and the usage read from the response, not the body', () => {
   const r = servedRecord({ seq: 42 });
@@ -98,9 +98,7 @@ test('kept response bytes are bounded and keep the first and last chunks', () =>
   assert.equal(r.responseBytes, 5 + 100 * 4096 + 4);
 });
 
-const cfg = (over: Partial<CaptureConfig> = {}): CaptureConfig => ({
-  enabled: true, batchMaxRequests: 10, batchMaxBytes: 512 * 1024, flushIntervalMs: 5, queueMaxRequests: 100, maxInFlight: 2, publishTimeoutMs: 1000, spoolDir: null, spoolMaxBytes: 1024 ** 3, ...over,
-});
+const cfg = captureConfig;
 
 test('capture batches records and publishes each batch once with a message id', async () => {
   const bus = new MemoryBus();

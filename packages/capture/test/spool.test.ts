@@ -7,9 +7,9 @@ import { Capture, RequestRecord, Spool } from '@sightline/capture';
 import { MemoryBus, type BusPublisher } from '@sightline/bus';
 import type { CaptureConfig } from '@sightline/config';
 import { waitFor } from '../../../test/support/servers.js';
-import { refusedRecord } from '../../../test/support/records.js';
+import { captureConfig, refusedRecord } from '../../../test/support/records.js';
 
-const cfg: CaptureConfig = { enabled: true, batchMaxRequests: 5, batchMaxBytes: 512 * 1024, flushIntervalMs: 5, queueMaxRequests: 1000, maxInFlight: 2, publishTimeoutMs: 500, spoolDir: null, spoolMaxBytes: 1 << 30 };
+const cfg: CaptureConfig = captureConfig({ batchMaxRequests: 5, queueMaxRequests: 1000, publishTimeoutMs: 500, spoolMaxBytes: 1 << 30 });
 
 const rec = (seq: number): RequestRecord => refusedRecord({ seq });
 

@@ -68,6 +68,15 @@ class Reader {
     this.fail(field, `must be true or false, got "${s}"`);
   }
 
+  /** One of a fixed set of words. */
+  oneOf<T extends string>(v: unknown, field: string, choices: readonly T[], fallback: T): T {
+    if (v === undefined || v === null) return fallback;
+    const s = this.str(v, field);
+    if (s === '') return fallback;
+    if (!(choices as readonly string[]).includes(s)) this.fail(field, `must be one of ${choices.join(', ')}, got "${s}"`);
+    return s as T;
+  }
+
   /** A non-negative decimal number. */
   num(v: unknown, field: string, fallback: number): number {
     if (v === undefined || v === null) return fallback;
@@ -226,7 +235,7 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
   };
 
   const cap = r.obj(root.capture, 'capture');
-  r.known(cap, 'capture', ['enabled', 'batch_max_requests', 'batch_max_bytes', 'flush_interval_ms', 'queue_max_requests', 'max_in_flight', 'publish_timeout_ms', 'spool_dir', 'spool_max_bytes']);
+  r.known(cap, 'capture', ['enabled', 'batch_max_requests', 'batch_max_bytes', 'flush_interval_ms', 'queue_max_requests', 'max_in_flight', 'publish_timeout_ms', 'spool_dir', 'spool_max_bytes', 'content', 'content_max_bytes', 'content_keep_base64']);
   const spoolDir = cap.spool_dir === undefined || cap.spool_dir === null ? '' : r.str(cap.spool_dir, 'capture.spool_dir');
   const capture: CaptureConfig = {
     enabled: r.bool(cap.enabled, 'capture.enabled', true),
@@ -238,6 +247,9 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
     publishTimeoutMs: r.int(cap.publish_timeout_ms, 'capture.publish_timeout_ms', 5_000, 10, 600_000),
     spoolDir: spoolDir === '' ? null : resolve(spoolDir),
     spoolMaxBytes: r.bytes(cap.spool_max_bytes, 'capture.spool_max_bytes', 1024 ** 3, 16 * 1024 ** 4),
+    content: r.oneOf(cap.content, 'capture.content', ['full', 'redacted', 'none'] as const, 'full'),
+    contentMaxBytes: r.bytes(cap.content_max_bytes, 'capture.content_max_bytes', 256 * 1024, 64 * 1024 ** 2),
+    contentKeepBase64: r.bool(cap.content_keep_base64, 'capture.content_keep_base64', false),
   };
 
   return {

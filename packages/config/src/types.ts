@@ -100,6 +100,15 @@ export interface CaptureConfig {
   spoolDir: string | null;
   /** Bytes the spool may hold before capture drops (and counts). Default 1 GiB. */
   spoolMaxBytes: number;
+  /**
+   * Content capture for teams without their own setting (and for requests refused before
+   * their team is known): `full`, `redacted` or `none` (issue 11). Default `full`.
+   */
+  content: 'full' | 'redacted' | 'none';
+  /** Bytes of each side (request, response) kept per request; beyond, cut and flagged. Default 256 KiB. */
+  contentMaxBytes: number;
+  /** Keep base64 payloads (images, audio, files) instead of a placeholder with their type and size. Default false. */
+  contentKeepBase64: boolean;
 }
 
 /** Prices for cost figures, in US dollars per million tokens. */

@@ -6,6 +6,8 @@
  * server secret, secrets.ts), so a dump of the store reveals no usable key.
  */
 
+import type { ContentPolicy } from '@sightline/core';
+
 /**
  * What a key may do. `gateway`: send LLM requests. `read`: the team's metrics and
  * requests. `content`: prompts and completions. There is no `admin` scope on a team key:
@@ -57,6 +59,12 @@ export interface KeyView {
 export interface TeamSettings {
   /** Free text for people. */
   description?: string;
+  /**
+   * What is kept of the team's prompts and completions (issue 11): `full` (secrets replaced),
+   * `redacted` (secrets and personal data replaced before storage), `none` (nothing leaves the
+   * gateway). Absent: the configuration's `capture.content` (default `full`).
+   */
+  content_capture?: ContentPolicy;
 }
 
 export interface TeamRecord {

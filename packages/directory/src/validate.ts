@@ -3,6 +3,7 @@
  * naming the field, so the client learns what to fix.
  */
 import { globToRegExp } from '@sightline/config';
+import { CONTENT_POLICIES, type ContentPolicy } from '@sightline/core';
 import { DirectoryError } from './errors.js';
 import { SCOPES, type KeyInput, type Scope, type TeamSettings } from './types.js';
 
@@ -60,11 +61,15 @@ export function parseKeyInput(body: unknown, nowMs: number): KeyInput {
 
 export function parseTeamSettings(body: unknown): TeamSettings {
   if (!isObject(body)) invalid('body', 'must be a JSON object of team settings');
-  known(body, ['description'], '');
+  known(body, ['description', 'content_capture'], '');
   const out: TeamSettings = {};
   if (body.description !== undefined && body.description !== null) {
     if (typeof body.description !== 'string' || body.description.length > 1000) invalid('description', 'must be a string of at most 1000 characters');
     out.description = body.description;
+  }
+  if (body.content_capture !== undefined && body.content_capture !== null) {
+    if (typeof body.content_capture !== 'string' || !(CONTENT_POLICIES as readonly string[]).includes(body.content_capture)) invalid('content_capture', `must be one of ${CONTENT_POLICIES.join(', ')}`);
+    out.content_capture = body.content_capture as ContentPolicy;
   }
   return out;
 }

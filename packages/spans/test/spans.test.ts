@@ -5,7 +5,7 @@ import { SpanBuilder, stageIntervals, decodeBatch, BadBatchError } from '@sightl
 import { MemoryBus } from '@sightline/bus';
 import { STAGES, ATTEMPT_SPAN } from '@sightline/core';
 import type { CaptureConfig } from '@sightline/config';
-import { batchOf, servedRecord } from '../../../test/support/records.js';
+import { batchOf, captureConfig, servedRecord } from '../../../test/support/records.js';
 
 test('stages partition the request: contiguous, ordered, summing to the total', () => {
   const r = servedRecord();
@@ -113,9 +113,7 @@ test('an incoming traceparent makes the root a child of the caller span', () => 
   assert.equal(root.parent_span_id, '00f067aa0ba902b7');
 });
 
-const cfg: CaptureConfig = {
-  enabled: true, batchMaxRequests: 10, batchMaxBytes: 512 * 1024, flushIntervalMs: 5, queueMaxRequests: 100, maxInFlight: 2, publishTimeoutMs: 1000, spoolDir: null, spoolMaxBytes: 1024 ** 3,
-};
+const cfg: CaptureConfig = captureConfig();
 
 test('what the gateway publishes decodes into each request\'s row and spans: root, stages and attempt', async () => {
   const bus = new MemoryBus();

@@ -1,0 +1,159 @@
+/**
+ * Content capture on the gateway's side (issue 11): what a request asked and what the client
+ * received, kept as references while the request is served and turned into bounded text only
+ * after the response (toWire).
+ *
+ * While serving: `keepContent` adds a reference to a chunk already written to the client
+ * (no copy) until the bound; nothing is decoded or scanned. After the response: the request
+ * body has its long base64 strings (images, audio, files) replaced by a placeholder naming
+ * their media type and size, both sides are cut at the bound and decoded as UTF-8, and
+ * secrets are replaced (the injected `redactSecrets`), so neither the bus nor the spool
+ * holds a key in clear. Personal data is the ingester's to replace (policy `redacted`).
+ */
+import type { WireContent } from '@sightline/core';
+import type { RequestRecord } from './record.js';
+
+/** Replaces secrets in a text; returns the counts by placeholder type. */
+export type SecretRedactor = (text: string) => { text: string; counts: Record<string, number> };
+
+export interface ContentOptions {
+  /** Bytes kept of each side (request, response). Default 256 KiB. */
+  maxBytes: number;
+  /** Keep base64 payloads instead of a placeholder. Default false. */
+  keepBase64: boolean;
+  redactSecrets: SecretRedactor;
+}
+
+/** Keeps a reference to what was written to the client, up to `maxBytes`; counts all of it. */
+export function keepContent(rec: RequestRecord, chunk: Buffer | string, maxBytes: number): void {
+  const n = typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length;
+  rec.contentOutBytes += n;
+  if (rec.contentPolicy === 'none' || rec.contentOutKept >= maxBytes) return;
+  if (rec.contentOut === null) rec.contentOut = [chunk];
+  else rec.contentOut.push(chunk);
+  rec.contentOutKept += n;
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+/** JSON strings at least this long are checked for base64 data. */
+const LONG = 1024;
+/** Bytes looked at, at each end of a long string, to tell base64 from text. */
+const SAMPLE = 256;
+
+function isBase64Byte(c: number): boolean {
+  return (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39) || c === 0x2b || c === 0x2f || c === 0x3d || c === BACKSLASH || c === 0x2d || c === 0x5f;
+}
+
+function looksBase64(b: Buffer, from: number, to: number): boolean {
+  const n = Math.min(SAMPLE, to - from);
+  for (let i = 0; i < n; i++) if (!isBase64Byte(b[from + i]!) || !isBase64Byte(b[to - 1 - i]!)) return false;
+  return true;
+}
+
+/** Media types told by the first characters of their base64 (file signatures). */
+const SIGNATURES: readonly [string, string][] = [
+  ['iVBORw0KGgo', 'image/png'],
+  ['/9j/', 'image/jpeg'],
+  ['R0lGOD', 'image/gif'],
+  ['UklGR', 'image/webp'],
+  ['JVBERi0', 'application/pdf'],
+  ['SUQz', 'audio/mpeg'],
+  ['//uQ', 'audio/mpeg'],
+  ['T2dnUw', 'audio/ogg'],
+];
+
+function mediaTypeOf(b: Buffer, from: number, to: number): { type: string; dataFrom: number } {
+  // data:<type>;base64,<data>
+  if (to - from > 5 && b.toString('latin1', from, from + 5) === 'data:') {
+    const comma = b.indexOf(0x2c, from);
+    if (comma !== -1 && comma < to && comma - from < 256) {
+      const head = b.toString('latin1', from + 5, comma);
+      return { type: head.split(';', 1)[0] || 'application/octet-stream', dataFrom: comma + 1 };
+    }
+  }
+  const start = b.toString('latin1', from, Math.min(to, from + 12)).replace(/\\\//g, '/');
+  for (const [sig, type] of SIGNATURES) if (start.startsWith(sig)) return { type, dataFrom: from };
+  return { type: 'application/octet-stream', dataFrom: from };
+}
+
+/**
+ * JSON text with each long base64 string replaced by `[base64 <media type> <n> bytes]`
+ * (n: the decoded size). One pass: strings are found with memchr (indexOf) and only long
+ * ones are looked at. Returns the input itself when nothing was replaced.
+ */
+export function placeholderBase64(b: Buffer): { bytes: Buffer; replaced: number } {
+  const parts: Buffer[] = [];
+  let copied = 0;
+  let replaced = 0;
+  let i = b.indexOf(QUOTE);
+  while (i !== -1) {
+    let j = b.indexOf(QUOTE, i + 1);
+    while (j !== -1) {
+      let k = j - 1;
+      while (b[k] === BACKSLASH) k--;
+      if ((j - 1 - k) % 2 === 0) break;
+      j = b.indexOf(QUOTE, j + 1);
+    }
+    if (j === -1) break;
+    const from = i + 1;
+    if (j - from >= LONG) {
+      const { type, dataFrom } = mediaTypeOf(b, from, j);
+      if (looksBase64(b, dataFrom, j)) {
+        const encoded = j - dataFrom;
+        const decoded = Math.floor((encoded * 3) / 4);
+        parts.push(b.subarray(copied, from), Buffer.from(`[base64 ${type} ${decoded} bytes]`, 'latin1'));
+        copied = j;
+        replaced++;
+      }
+    }
+    i = b.indexOf(QUOTE, j + 1);
+  }
+  if (replaced === 0) return { bytes: b, replaced };
+  parts.push(b.subarray(copied));
+  return { bytes: Buffer.concat(parts), replaced };
+}
+
+function merge(into: Record<string, number>, counts: Record<string, number>): void {
+  for (const k in counts) into[k] = (into[k] ?? 0) + counts[k]!;
+}
+
+/**
+ * The record's content as it travels, or null (policy `none`). Runs after the response;
+ * costs a scan and a decode of at most 2 × maxBytes, plus the secret scan.
+ */
+export function contentOf(rec: RequestRecord, opts: ContentOptions): WireContent | null {
+  if (rec.contentPolicy === 'none') return null;
+  const redactions: Record<string, number> = {};
+  let request = '';
+  let requestTruncated = false;
+  const body = rec.requestBody;
+  if (body !== null && body.length > 0) {
+    const bytes = opts.keepBase64 ? body : placeholderBase64(body).bytes;
+    requestTruncated = bytes.length > opts.maxBytes;
+    const r = opts.redactSecrets((requestTruncated ? bytes.subarray(0, opts.maxBytes) : bytes).toString('utf8'));
+    request = r.text;
+    merge(redactions, r.counts);
+  }
+  let response = '';
+  const out = rec.contentOut;
+  if (out !== null) {
+    let text = '';
+    for (const c of out) text += typeof c === 'string' ? c : c.toString('utf8');
+    const responseCut = rec.contentOutKept > opts.maxBytes;
+    if (responseCut) text = Buffer.from(text).subarray(0, opts.maxBytes).toString('utf8');
+    const r = opts.redactSecrets(text);
+    response = r.text;
+    merge(redactions, r.counts);
+  }
+  return {
+    policy: rec.contentPolicy,
+    request,
+    requestBytes: body?.length ?? 0,
+    requestTruncated,
+    response,
+    responseBytes: rec.contentOutBytes,
+    responseTruncated: rec.contentOutBytes > opts.maxBytes,
+    redactions,
+  };
+}
