@@ -2,10 +2,10 @@
  * Secrets: redacted under every policy (issue 11: "no provider key, no Sightline key ever
  * reaches ClickHouse or the spool in clear").
  *
- * One global regex with an alternative per shape, so a text is scanned once; each candidate
- * goes through a check (a key must look generated, a `Basic` credential must decode to
- * `user:pass`, a labelled value must not be code) before it is replaced. Key shapes follow
- * the providers' documented prefixes and the patterns of gitleaks
+ * One scan for anchors (see ANCHOR), then a sticky regex reads each candidate, and a check
+ * decides (a key must look generated, a `Basic` credential must decode to `user:pass`, a
+ * labelled value must not be code) before it is replaced. Key shapes follow the providers'
+ * documented prefixes and the patterns of gitleaks
  * (https://github.com/gitleaks/gitleaks/tree/master/cmd/generate/config/rules).
  */
 
@@ -79,8 +79,9 @@ const SECRET_LABELS = [
 const PASSWORD_SUFFIX = String.raw`(?:[_-]?(?:confirm(?:ation)?|again|repeat|[0-9]))?`;
 const LABELS = `(?:${PASSWORD_LABELS.map(anyCase).join('|')})${PASSWORD_SUFFIX}|${SECRET_LABELS.map(anyCase).join('|')}`;
 // A quoted value up to the same quote, or a bare value up to a delimiter; a bare value
-// followed by `(`, `.`, `[` is code (`password = get_password()`), not a literal. Only spaces
-// and tabs after the separator: `password:\n  file: x` is YAML nesting.
+// followed by `(`, `.`, `[` is code (`password = get_password()`), not a literal (and one
+// followed by `)` is checked in code). Only spaces and tabs after the separator:
+// `password:\n  file: x` is YAML nesting.
 const LABEL_VALUE = String.raw`(?:=>|:=|==|=|:)[ \t]*(?:(?<q>\\?["'\x60])(?<qv>(?:(?!\k<q>)[^\n\\]){1,256})(?=\k<q>)|(?<uv>[^\s"'\x60\\,;&}()\[\]<>]{1,256})(?=[\s"'\x60\\,;&}<>)]|$))`;
 // URL-encoded (`password%3Dhunter2%26next%3D…`, a whole query string encoded into another):
 // the value runs to the next encoded `&`, space or quote.
@@ -93,6 +94,7 @@ const ENCODED_VALUE = String.raw`%3[DdAa](?<ev>(?:[A-Za-z0-9._~!*()-]|%(?!2[06Cc
 // `.eyJ`, `-----BEGIN `, `AIza`/`AKIA`…, `://`, `Bearer `/`Basic `, and a `:`/`=` right after a
 // credential label — and a sticky regex then reads the candidate from where it starts, with
 // the boundary checks done in code.
+//
 // A lookbehind takes the first alternative that fits, so a prefix that ends another one comes
 // after it (`gsk` before `sk`, or `gsk_…` would be read as `sk_…` glued to a `g`).
 const KEY_PREFIXES = String.raw`gsk|sk|rk|sl|gh[pousr]|github|glpat|xox[abposr]|xapp|whsec|hf|xai|pplx|r8|npm`;
@@ -124,11 +126,12 @@ function tokenType(m: RegExpExecArray): SecretType | null {
   }
   return null;
 }
+
 const HOOK_AT = /(?<prefix>hooks\.slack\.com\/(?:services|workflows|triggers)\/)[A-Za-z0-9/_-]{20,300}|(?<dprefix>discord(?:app)?\.com\/api\/webhooks\/)[0-9]{5,30}\/[A-Za-z0-9_-]{20,200}/y;
 // To its END line; without one (content cut at the capture limit, a partial paste), over the
 // header lines (`Proc-Type: …`), the full base64 lines (40+ characters: keys are written 64 or
-// 70 to a line) and one last partial line, and no further. Line breaks may be
-// real or JSON-escaped (`\n` in raw JSON text).
+// 70 to a line) and one last partial line, and no further. Line breaks may be real or
+// JSON-escaped (`\n` in raw JSON text).
 const PEM_AT = new RegExp(
   String.raw`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]{0,16384}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|` +
     String.raw`(?:\s|\\[nr])*(?:[A-Za-z][A-Za-z-]{0,30}: [^\n\\]{0,200}(?:\r?\n|(?:\\r)?\\n)(?:\s|\\[nr])*){0,4}(?:[A-Za-z0-9+/=]{40,128}(?:\r?\n|(?:\\r)?\\n)){0,256}(?:[A-Za-z0-9+/=]{1,128}(?=$|[\s"'\x60\\<]))?)`,
