@@ -77,8 +77,9 @@ function redactEmails(text: string, counts: RedactionCounts): string {
   let last = 0;
   for (let next = nextAt(text, 0, encoded); next !== null; next = nextAt(text, next[0] + next[1], encoded)) {
     const [at, atLength] = next;
-    if (at < last) continue;
     const after = at + atLength;
+    // Cheap refusals first: `@` needs a local-part character before it and a domain one after.
+    if (at <= last || !isLocalChar(text.charCodeAt(at - 1)) || !isDomainChar(codeAt(text, after))) continue;
     const floor = Math.max(last, at - MAX_LOCAL);
     let start = at;
     while (start > floor && isLocalChar(text.charCodeAt(start - 1))) start--;
@@ -167,14 +168,21 @@ function card(text: string, a: RegExpExecArray): Hit | null {
   if (s.includes(' ') && s.includes('-')) return null; // one kind of separator, as printed
   // The digits of an IBAN (`DE89 3704 0044 …`) whose check failed are not a card either.
   if (IBAN_HEAD.test(text.slice(Math.max(0, start - 5), start))) return null;
-  for (let end = s.length; end > 0; end = previousGroupEnd(s, end)) {
-    const n = digitCount(s, end);
+  // Groups are split by one separator each: group k ends at separator k, with k separators
+  // before it. Longest prefix first.
+  const separators: number[] = [];
+  let digits = '';
+  for (let i = 0; i < s.length; i++) {
+    if (isDigit(s.charCodeAt(i))) digits += s[i];
+    else separators.push(i);
+  }
+  for (let k = separators.length; k >= 0; k--) {
+    const end = k === separators.length ? s.length : (separators[k] as number);
+    const n = end - k;
     if (n < 13) break;
     if (n > 19) continue;
-    const digits = digitsOf(s, end);
-    if (cardPrefixValid(digits) && luhnValid(digits) && bounded(text, start, start + end, '.,+-', '.,-')) {
-      return { start, end: start + end, type: 'card' };
-    }
+    const d = digits.slice(0, n);
+    if (cardPrefixValid(d) && luhnValid(d) && bounded(text, start, start + end, '.,+-', '.,-')) return { start, end: start + end, type: 'card' };
   }
   return null;
 }
@@ -242,18 +250,22 @@ function isIpv6Char(c: number): boolean {
   return isHex(c) || c === 58 /* : */ || c === 46 /* . */;
 }
 
-function ipv6(text: string, a: RegExpExecArray): Hit | null {
+function ipv6(text: string, a: RegExpExecArray): Hit | number {
+  // The whole run of hex digits, colons and dots around the anchor: every colon in it gives the
+  // same candidate, so the scan resumes after it (`1:1:1:…` costs one look, not one per colon).
   let start = a.index;
-  while (start > 0 && a.index - start < MAX_IPV6 && isIpv6Char(text.charCodeAt(start - 1))) start--;
+  while (start > 0 && isIpv6Char(text.charCodeAt(start - 1))) start--;
   let end = a.index;
-  while (end < text.length && end - start < MAX_IPV6 && isIpv6Char(text.charCodeAt(end))) end++;
+  while (end < text.length && isIpv6Char(text.charCodeAt(end))) end++;
+  const runEnd = end;
   while (end > start && (text.charCodeAt(end - 1) === 46 || (text.charCodeAt(end - 1) === 58 && text.charCodeAt(end - 2) !== 58))) end--;
   while (start < a.index && text.charCodeAt(start) === 46) start++;
-  const s = text.slice(start, end);
+  if (end - start > MAX_IPV6) return runEnd;
   const before = codeAt(text, start - 1);
-  if (isWord(before) || before === 46 || before === 58 || isWord(codeAt(text, end))) return null;
+  if (isWord(before) || before === 46 || before === 58 || isWord(codeAt(text, end))) return runEnd;
+  const s = text.slice(start, end);
   // A digit is required: `Add::abc` and `cafe::face` are code, every real address has one.
-  if (s.length < 6 || !/\d/.test(s) || s === '::1' || !ipv6Valid(s)) return null;
+  if (s.length < 6 || !/\d/.test(s) || s === '::1' || !ipv6Valid(s)) return runEnd;
   return { start, end, type: 'ip' };
 }
 
@@ -322,7 +334,7 @@ function phone(text: string, a: RegExpExecArray): Hit | null {
   return area >= 2 && exchange >= 2 ? hit(s.length) : null;
 }
 
-type Resolver = (text: string, m: RegExpExecArray) => Hit | null;
+type Resolver = (text: string, m: RegExpExecArray) => Hit | number | null;
 
 // One pass per detector, in priority order. (One pass over the union of the anchors was
 // measured at twice the cost: with digits, capitals, `.`, `:`, `+` and `(` all possible first

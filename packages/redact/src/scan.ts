@@ -11,10 +11,11 @@ export interface Hit {
 }
 
 /**
- * Reads the candidate an anchor points at (it may start before the anchor); `null` keeps it.
+ * Reads the candidate an anchor points at (it may start before the anchor). `null` keeps it; a
+ * number keeps it too and says where the scan may resume (no candidate starts before there).
  * Counting is left to the caller, which may still drop a hit that overlaps an earlier one.
  */
-export type AnchorResolver = (text: string, anchor: RegExpExecArray) => Hit | null;
+export type AnchorResolver = (text: string, anchor: RegExpExecArray) => Hit | number | null;
 
 /**
  * Scans `text` for anchors (`re`, global) and applies the hits the resolver returns, left to
@@ -29,8 +30,8 @@ export function replaceAnchored(text: string, re: RegExp, resolve: AnchorResolve
   let a: RegExpExecArray | null;
   while ((a = re.exec(text)) !== null) {
     const hit = a.index >= last ? resolve(text, a) : null;
-    if (hit === null || hit.start < last) {
-      re.lastIndex = a.index + 1;
+    if (hit === null || typeof hit === 'number' || hit.start < last) {
+      re.lastIndex = typeof hit === 'number' ? Math.max(hit, a.index + 1) : a.index + 1;
       continue;
     }
     out += text.slice(last, hit.start) + note(counts, hit.type);
@@ -53,8 +54,8 @@ export function replaceAtChar(text: string, char: string, re: RegExp, resolve: A
   for (let i = text.indexOf(char); i >= 0; ) {
     const a = i >= last ? stickyAt(re, text, i) : null;
     const hit = a === null ? null : resolve(text, a);
-    if (hit === null || hit.start < last) {
-      i = text.indexOf(char, i + 1);
+    if (hit === null || typeof hit === 'number' || hit.start < last) {
+      i = text.indexOf(char, typeof hit === 'number' ? Math.max(hit, i + 1) : i + 1);
       continue;
     }
     out += text.slice(last, hit.start) + note(counts, hit.type);

@@ -128,12 +128,14 @@ function tokenType(m: RegExpExecArray): SecretType | null {
 }
 
 const HOOK_AT = /(?<prefix>hooks\.slack\.com\/(?:services|workflows|triggers)\/)[A-Za-z0-9/_-]{20,300}|(?<dprefix>discord(?:app)?\.com\/api\/webhooks\/)[0-9]{5,30}\/[A-Za-z0-9_-]{20,200}/y;
-// To its END line; without one (content cut at the capture limit, a partial paste), over the
+// To its END line (looked for up to 16 KiB ahead, and not past another BEGIN, so that a text
+// of repeated headers costs linear time); without one (content cut at the capture limit, a
+// partial paste), over the
 // header lines (`Proc-Type: …`), the full base64 lines (40+ characters: keys are written 64 or
 // 70 to a line) and one last partial line, and no further. Line breaks may be real or
 // JSON-escaped (`\n` in raw JSON text).
 const PEM_AT = new RegExp(
-  String.raw`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]{0,16384}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|` +
+  String.raw`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:(?:(?!-----BEGIN )[\s\S]){0,16384}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|` +
     String.raw`(?:\s|\\[nr])*(?:[A-Za-z][A-Za-z-]{0,30}: [^\n\\]{0,200}(?:\r?\n|(?:\\r)?\\n)(?:\s|\\[nr])*){0,4}(?:[A-Za-z0-9+/=]{40,128}(?:\r?\n|(?:\\r)?\\n)){0,256}(?:[A-Za-z0-9+/=]{1,128}(?=$|[\s"'\x60\\<]))?)`,
   'y',
 );

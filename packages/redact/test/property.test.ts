@@ -182,3 +182,17 @@ test('text that is not ASCII keeps every character around a replacement', () => 
   assert.equal(r.text, 'Grüße, 日本 🙂 — schreib an [EMAIL] oder ruf [PHONE] an. ✔');
   assert.equal(redactText('письмо: иван@пример.рф или ivan@example.com', 'redacted').text, 'письмо: [EMAIL] или [EMAIL]');
 });
+
+// Content is chosen by clients, so the detectors must stay linear on hostile text: every
+// regex is bounded and every scan resumes past what it has looked at. This is a guard against
+// a regression to catastrophic backtracking (it would time out), not a measurement.
+test('hostile text (256 KiB of repeated near-matches) is redacted to completion and idempotently', { timeout: 60_000 }, () => {
+  const size = 256 * 1024;
+  const fill = (unit: string): string => unit.repeat(Math.ceil(size / unit.length)).slice(0, size);
+  const units = ['-----BEGIN PRIVATE KEY-----', '1:', 'a1b2:', 'a@', `${'a'.repeat(64)}@${'b'.repeat(200)} `, '4111 ', '+1 2', '1.2.', 'sk-', 'eyJ.', 'password="', 'Bearer ', '://a:', 'AB12', '%40', 'x'.repeat(9000) + '.eyJabc'];
+  for (const unit of units) {
+    const text = fill(unit);
+    const once = redactText(text, 'redacted');
+    assert.equal(redactText(once.text, 'redacted').text, once.text, JSON.stringify(unit));
+  }
+});
