@@ -139,9 +139,9 @@ function previousGroupEnd(s: string, end: number): number {
   return 0;
 }
 
-// Each detector scans for an anchor that V8 can search quickly (literal-ish first characters,
-// no lookbehind: see secrets.ts), then reads the candidate with a sticky regex and checks the
-// characters around it in code.
+// Each detector scans for an anchor that V8 can search quickly (narrow first characters, no
+// lookbehind in first position: see secrets.ts), then reads the candidate with a sticky regex
+// and checks the characters around it in code.
 
 /** Whether the candidate `text[start, end)` is not glued to a neighbouring word or number. */
 function bounded(text: string, start: number, end: number, beforeAlso: string, afterAlso: string): boolean {
@@ -260,9 +260,12 @@ function ipv6(text: string, a: RegExpExecArray): Hit | number {
   const runEnd = end;
   while (end > start && (text.charCodeAt(end - 1) === 46 || (text.charCodeAt(end - 1) === 58 && text.charCodeAt(end - 2) !== 58))) end--;
   while (start < a.index && text.charCodeAt(start) === 46) start++;
+  // `ip:2001:db8::1`, `addr:fe80::1`: a label's colon is not part of the address.
+  const labelled = text.charCodeAt(start) === 58 && text.charCodeAt(start + 1) !== 58 && isWord(codeAt(text, start - 1));
+  if (labelled) start++;
   if (end - start > MAX_IPV6) return runEnd;
   const before = codeAt(text, start - 1);
-  if (isWord(before) || before === 46 || before === 58 || isWord(codeAt(text, end))) return runEnd;
+  if ((!labelled && (isWord(before) || before === 58)) || before === 46 || isWord(codeAt(text, end))) return runEnd;
   const s = text.slice(start, end);
   // A digit is required: `Add::abc` and `cafe::face` are code, every real address has one.
   if (s.length < 6 || !/\d/.test(s) || s === '::1' || !ipv6Valid(s)) return runEnd;

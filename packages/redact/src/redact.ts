@@ -29,7 +29,7 @@ export interface RedactJsonOptions {
 
 const DEFAULT_MAX_DEPTH = 1000;
 
-// Nothing we detect is shorter than this (`a@b.co`, `1.2.3.4` both need more).
+// Nothing we detect is shorter than six characters (`a@b.co`; `1.2.3.4` and keys need more).
 const MIN_LENGTH = 6;
 // Nor can a short string of letters, spaces and `_` hold anything (keys need 20 characters or
 // a digit, labels a `:` or `=`, personal data a digit or an `@`): most keys and enum values.

@@ -175,6 +175,7 @@ export const MUST_GO: MustGo[] = [
   { name: 'IPv6 full form', type: 'ip', text: 'addr 2001:0db8:85a3:0000:0000:8a2e:0370:7334 assigned', secrets: ['85a3:0000:0000:8a2e'] },
   { name: 'IPv6 in brackets with a port', type: 'ip', text: 'curl http://[2001:db8::1]:8080/health', secrets: ['2001:db8::1'] },
   { name: 'IPv6 link-local', type: 'ip', text: 'neighbour fe80::1ff:fe23:4567:890a reachable', secrets: ['fe80::1ff:fe23:4567:890a'] },
+  { name: 'IPv6 after a label', type: 'ip', text: 'client ip:2001:db8::42 port:443', secrets: ['2001:db8::42'] },
   { name: 'US SSN', type: 'ssn', text: 'SSN: 219-09-9999 (on file)', secrets: ['219-09-9999'] },
   { name: 'US SSN in JSON', type: 'ssn', text: '{"ssn": "078-05-1120"}', secrets: ['078-05-1120'] },
 ];
