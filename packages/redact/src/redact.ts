@@ -82,18 +82,41 @@ function credentialKey(key: string): 'password' | 'secret' | null {
   return PASSWORD_KEY.test(key) ? 'password' : SECRET_KEY.test(key) ? 'secret' : null;
 }
 
+// Keys repeat in every body (`role`, `content`, `tool_calls`, …): the keys found to need
+// nothing under either policy (no redaction, not a credential key) are remembered, so a known
+// key costs one lookup. Bounded; cleared when full. A memo only: results do not depend on it.
+const PLAIN_KEYS = new Set<string>();
+const PLAIN_KEYS_MAX = 4096;
+
+function isPlainKey(key: string): boolean {
+  if (PLAIN_KEYS.has(key)) return true;
+  const scratch: RedactionCounts = {};
+  if (credentialKey(key) !== null || redactString(key, true, scratch) !== key) return false;
+  if (PLAIN_KEYS.size >= PLAIN_KEYS_MAX) PLAIN_KEYS.clear();
+  PLAIN_KEYS.add(key);
+  return true;
+}
+
 type JsonObject = { [key: string]: JsonValue };
 type Container = JsonValue[] | JsonObject;
+
+/** One container being walked: its children are visited in order, `i` is the next one. */
 interface Frame {
   src: Container;
-  dst: Container;
+  /** The object's keys; null for an array. */
+  keys: string[] | null;
+  i: number;
+  /** The copy, made when the first child changes; until then the source stands for itself. */
+  out: Container | null;
+  /** Whether a key of `out` was renamed, so later keys may collide. */
+  renamed: boolean;
   depth: number;
 }
 
 /** Sets `dst[key]`, safely for `__proto__`; a key already taken gets a `#n` suffix. */
-function put(dst: JsonObject, key: string, value: JsonValue): void {
+function put(dst: JsonObject, key: string, value: JsonValue, mayCollide: boolean): void {
   let k = key;
-  if (Object.hasOwn(dst, k)) {
+  if (mayCollide && Object.hasOwn(dst, k)) {
     let n = 2;
     while (Object.hasOwn(dst, `${key}#${n}`)) n++;
     k = `${key}#${n}`;
@@ -103,56 +126,105 @@ function put(dst: JsonObject, key: string, value: JsonValue): void {
 }
 
 /**
- * Redacts every string of a parsed JSON value, keys included, and returns a new value (the
- * input is not changed) with the counts. Numbers, booleans and null are kept, except under
- * a credential key (`"pin"` is not one; `"password": 1234` is).
+ * Redacts every string of a parsed JSON value, keys included, and returns the value with the
+ * counts. Copy on write: the input is never changed, containers with a change are copied, and
+ * unchanged subtrees (and the whole input, when nothing changed) are returned as they are, so
+ * do not mutate the result in place. Numbers, booleans and null are kept, except under a
+ * credential key (`"pin"` is not one; `"password": 1234` is).
  */
 export function redactJson(value: JsonValue, policy: RedactionPolicy, options: RedactJsonOptions = {}): JsonRedaction {
   const personal = policy === 'redacted';
   const maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH;
   const counts: RedactionCounts = {};
-  const stack: Frame[] = [];
+  if (typeof value === 'string') return { value: redactString(value, personal, counts), counts };
+  if (typeof value !== 'object' || value === null) return { value, counts };
 
-  const convert = (v: JsonValue, depth: number): JsonValue => {
-    if (typeof v === 'string') return redactString(v, personal, counts);
-    if (typeof v !== 'object' || v === null) return v;
-    if (depth >= maxDepth) throw new RedactError('SL_REDACT_TOO_DEEP', `JSON nested deeper than ${maxDepth} levels`);
-    const dst: Container = Array.isArray(v) ? new Array<JsonValue>(v.length) : {};
-    stack.push({ src: v, dst, depth: depth + 1 });
-    return dst;
+  const frame = (src: Container, depth: number): Frame => {
+    if (depth > maxDepth) throw new RedactError('SL_REDACT_TOO_DEEP', `JSON nested deeper than ${maxDepth} levels`);
+    return { src, keys: Array.isArray(src) ? null : Object.keys(src), i: 0, out: null, renamed: false, depth };
   };
 
-  const root = convert(value, 0);
-  while (stack.length > 0) {
-    const { src, dst, depth } = stack.pop() as Frame;
-    if (Array.isArray(src)) {
-      const out = dst as JsonValue[];
-      for (let i = 0; i < src.length; i++) out[i] = convert(src[i] as JsonValue, depth);
-      continue;
-    }
-    const out = dst as JsonObject;
-    for (const key of Object.keys(src)) {
-      const v = src[key] as JsonValue;
-      const newKey = redactString(key, personal, counts);
-      const credential = credentialKey(key);
-      let newValue: JsonValue;
-      if (credential !== null && (typeof v === 'number' || (typeof v === 'string' && v.trim() !== '' && !isPlaceholder(v)))) {
-        // The whole value goes. A value that is one recognised token keeps its specific
-        // placeholder (`"api_key": "sk-…"` → `[SECRET:openai]`); anything else gets the key's.
-        const found: RedactionCounts = {};
-        const r = typeof v === 'string' ? redactString(v, personal, found) : '';
-        if (isPlaceholder(r)) {
-          newValue = r;
-          addCounts(counts, found);
-        } else {
-          newValue = note(counts, credential);
-        }
-      } else {
-        newValue = convert(v, depth);
+  /** Records child `f.i` as `v` under `key`, copying the container at its first change. */
+  const deliver = (f: Frame, v: JsonValue, key: string): void => {
+    if (f.keys === null) {
+      const src = f.src as JsonValue[];
+      if (f.out === null) {
+        if (v === src[f.i]) return;
+        f.out = src.slice(0, f.i);
       }
-      put(out, newKey, newValue);
+      (f.out as JsonValue[])[f.i] = v;
+      return;
     }
-  }
-  return { value: root, counts };
-}
+    const src = f.src as JsonObject;
+    const original = f.keys[f.i] as string;
+    if (f.out === null) {
+      if (v === src[original] && key === original) return;
+      const copy: JsonObject = {};
+      for (let j = 0; j < f.i; j++) {
+        const k = f.keys[j] as string;
+        put(copy, k, src[k] as JsonValue, false);
+      }
+      f.out = copy;
+    }
+    if (key !== original) f.renamed = true;
+    put(f.out as JsonObject, key, v, f.renamed);
+  };
 
+  const stack: Frame[] = [frame(value, 1)];
+  let returned: JsonValue = null;
+  let hasReturned = false;
+  while (stack.length > 0) {
+    const f = stack[stack.length - 1] as Frame;
+    if (hasReturned) {
+      // The child container at f.i is done: `returned` is it, copied or not.
+      deliver(f, returned, f.keys === null ? '' : redactKey(f.keys[f.i] as string));
+      hasReturned = false;
+      f.i++;
+    }
+    const n = f.keys === null ? (f.src as JsonValue[]).length : f.keys.length;
+    let descended = false;
+    for (; f.i < n; f.i++) {
+      const key = f.keys === null ? '' : (f.keys[f.i] as string);
+      const v = (f.keys === null ? (f.src as JsonValue[])[f.i] : (f.src as JsonObject)[key]) as JsonValue;
+      const plainKey = f.keys === null || isPlainKey(key);
+      const credential = plainKey ? undefined : credentialValue(key, v);
+      if (credential !== undefined) {
+        deliver(f, credential, redactString(key, personal, counts));
+      } else if (typeof v === 'object' && v !== null) {
+        stack.push(frame(v, f.depth + 1));
+        descended = true;
+        break;
+      } else {
+        deliver(f, typeof v === 'string' ? redactString(v, personal, counts) : v, plainKey ? key : redactString(key, personal, counts));
+      }
+    }
+    if (descended) continue;
+    stack.pop();
+    returned = f.out ?? f.src;
+    hasReturned = true;
+  }
+  return { value: returned, counts };
+
+  function redactKey(key: string): string {
+    return isPlainKey(key) ? key : redactString(key, personal, counts);
+  }
+
+  /**
+   * The replacement of a value under a credential key, or undefined when the key is not one or
+   * the value is not a string or number with something in it. The whole value goes: a value that
+   * is one recognised token keeps its placeholder (`"api_key": "sk-…"` → `[SECRET:openai]`),
+   * anything else gets the key's (`[PASSWORD]`, `[SECRET]`).
+   */
+  function credentialValue(key: string, v: JsonValue): JsonValue | undefined {
+    const credential = credentialKey(key);
+    if (credential === null) return undefined;
+    if (!(typeof v === 'number' || (typeof v === 'string' && v.trim() !== '' && !isPlaceholder(v)))) return undefined;
+    const found: RedactionCounts = {};
+    const r = typeof v === 'string' ? redactString(v, personal, found) : '';
+    if (isPlaceholder(r)) {
+      addCounts(counts, found);
+      return r;
+    }
+    return note(counts, credential);
+  }
+}

@@ -145,3 +145,20 @@ test('redactJson does not change its input, keeps types and order, and keeps __p
     assert.equal(r.value, scalar === 'mail me: x@example.com' ? 'mail me: [EMAIL]' : scalar);
   }
 });
+
+test('redactJson copies on write: unchanged subtrees are the input\'s own, changed ones are copies', () => {
+  const untouched = { role: 'system', content: 'Be brief.', n: [1, 2, 3] };
+  const touched = { role: 'user', content: [{ type: 'text', text: 'mail ops@example.com' }, { type: 'text', text: 'nothing here' }] };
+  const input: JsonValue = { model: 'gpt-4o-mini', messages: [untouched, touched] };
+  const same = redactJson(input, 'full');
+  assert.equal(same.value, input, 'nothing to redact under full: the input itself');
+  const r = redactJson(input, 'redacted');
+  const out = r.value as { messages: Array<{ content: JsonValue }> };
+  assert.notEqual(r.value, input);
+  assert.equal(out.messages[0], untouched);
+  assert.notEqual(out.messages[1], touched);
+  const parts = out.messages[1]?.content as JsonValue[];
+  assert.equal(parts[1], touched.content[1]);
+  assert.deepEqual(parts[0], { type: 'text', text: 'mail [EMAIL]' });
+  assert.equal(touched.content[0]?.text, 'mail ops@example.com', 'the input is unchanged');
+});
