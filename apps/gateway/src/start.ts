@@ -9,6 +9,7 @@ import type { Config } from '@sightline/config';
 import { buildGateway, GatewayCore } from './server.js';
 import { stderrLogger, type GatewayLogger } from './log.js';
 import type { Directory } from '@sightline/directory';
+import { redactSecrets } from '@sightline/redact';
 
 export interface StartGatewayOptions {
   config: Config;
@@ -66,6 +67,9 @@ export async function startGateway(opts: StartGatewayOptions): Promise<GatewayHa
       spoolDir: opts.config.capture.spoolDir,
       spoolMaxBytes: opts.config.capture.spoolMaxBytes,
       onError: (e) => log(`capture: ${e instanceof Error ? e.message : String(e)}`),
+      // Content leaves the gateway with its secrets replaced (issue 11): the bus and the
+      // spool never hold a key in clear. Personal data is the ingester's to replace.
+      content: { maxBytes: opts.config.capture.contentMaxBytes, keepBase64: opts.config.capture.contentKeepBase64, redactSecrets },
     });
   }
   const core = new GatewayCore(opts.config, capture, opts.instance, opts.logger ?? stderrLogger(opts.instance), opts.directory ?? null);
