@@ -158,6 +158,12 @@ export interface BuiltRequest {
 export interface SpanBuilderOptions {
   /** Version reported as the instrumentation scope version. */
   version?: string;
+  /**
+   * Further processors that receive every span built, as the OpenTelemetry SDK made it (an
+   * exporter's processor, a test's in-memory exporter): with the content attributes, which
+   * the `spans` rows leave out. Default none.
+   */
+  spanProcessors?: SpanProcessor[];
 }
 
 export class SpanBuilder {
@@ -171,7 +177,7 @@ export class SpanBuilder {
       // Capture is complete by design: an incoming `sampled=0` does not turn it off.
       sampler: new AlwaysOnSampler(),
       idGenerator: this.#ids,
-      spanProcessors: [this.#collector],
+      spanProcessors: [this.#collector, ...(opts.spanProcessors ?? [])],
       // No value length limit on the span: the content attributes are bounded by the capture
       // bound already, and rows cut values themselves (ROW_ATTRIBUTE_MAX_CHARS). Room for
       // the caller's tags (bounded in number by the gateway) beside ~25 of our own.
