@@ -63,7 +63,8 @@ export interface BadContent {
 export function badContentRecords(o: RecordOptions = {}): BadContent[] {
   const out: BadContent[] = [];
   const add = (name: string, stream: boolean, dialect: 'openai' | 'anthropic', c: Parameters<typeof contentOf>[0], expect: Partial<BadContent> = {}): void => {
-    const r = servedRecord({ ...o, seq: (o.seq ?? 100) + out.length });
+    // The first one also names an end user with a lone surrogate (a JSON `\ud800` escape in the body).
+    const r = servedRecord({ ...o, seq: (o.seq ?? 100) + out.length, endUser: out.length === 0 ? 'user \uD800' : o.endUser });
     r.stream = stream;
     r.dialect = dialect;
     if (dialect === 'anthropic') r.route = '/v1/messages';

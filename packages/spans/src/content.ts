@@ -70,6 +70,12 @@ export function wellFormed(text: string): string {
   return text.replace(LONE_SURROGATE, '\uFFFD');
 }
 
+/** Whether `text` holds a lone surrogate (ClickHouse refuses the whole insert: the batch would never be written). */
+export function hasLoneSurrogate(text: string): boolean {
+  LONE_SURROGATE.lastIndex = 0;
+  return LONE_SURROGATE.test(text);
+}
+
 function merge(into: Map<string, number>, counts: Record<string, number>): void {
   for (const k in counts) {
     const n = counts[k];

@@ -8,7 +8,7 @@ import type { CaptureBatchV1, RequestRow, SpanRow, WireContent, WireRecord } fro
 import { STAGES } from '@sightline/core';
 import { BadBatchError } from './errors.js';
 import type { SpanBuilder } from './spans.js';
-import { prepareContent, type ContentRow, type PreparedContent, type RedactText } from './content.js';
+import { hasLoneSurrogate, prepareContent, wellFormed, type ContentRow, type PreparedContent, type RedactText } from './content.js';
 
 /** A bus message read back: its rows, ready for ClickHouse. */
 export interface DecodedBatch {
@@ -133,6 +133,11 @@ export function decodeBatch(data: Uint8Array, builder: SpanBuilder, opts: Decode
   const records = b.records as unknown[];
   for (let i = 0; i < records.length; i++) {
     let w = checkWireRecord(records[i], i);
+    // Attribution comes from the client's body and headers: a lone surrogate there (a JSON
+    // `\ud800` escape) would make ClickHouse refuse the whole batch.
+    if (hasLoneSurrogate(w.endUser) || hasLoneSurrogate(w.sessionId) || w.tagValues.some(hasLoneSurrogate) || w.tagKeys.some(hasLoneSurrogate)) {
+      w = { ...w, endUser: wellFormed(w.endUser), sessionId: wellFormed(w.sessionId), tagKeys: w.tagKeys.map(wellFormed), tagValues: w.tagValues.map(wellFormed) };
+    }
     const c = w.content;
     let prepared: PreparedContent | null = null;
     if (c !== null) {

@@ -181,6 +181,7 @@ test('bad input: non-UTF-8, a 10 MiB prompt cut at the bound, 5,000 messages, a 
     assert.ok(!LONE_SURROGATE.test(row.request) && !LONE_SURROGATE.test(row.response), `${b.name}: a lone surrogate would be stored`);
   }
   const byName = (n: string): number => bad.findIndex((b) => b.name === n);
+  assert.equal(d.requests[byName('non-UTF-8 bytes')]!.end_user, 'user \uFFFD');
   assert.equal(d.content[byName('10 MiB prompt cut at the bound')]!.request_bytes, 10 * 1024 * 1024);
   assert.equal(roots[byName('10 MiB prompt cut at the bound')]!.attributes['gen_ai.input.messages'], undefined, 'a cut body is not JSON: no input messages');
   assert.equal((JSON.parse(roots[byName('5,000 messages')]!.attributes['gen_ai.input.messages'] as string) as unknown[]).length, 5000);
