@@ -208,7 +208,6 @@ export function assembleOpenAIStream(sse: string): Assembled<AssembledOpenAI> | 
     }
   }
   if (events === 0 && !done) return null;
-  const list = byIndex(choices);
   const out: AssembledOpenAIChoice[] = [];
   for (const [i, acc] of [...choices.entries()].sort((a, b) => a[0] - b[0])) {
     const message: AssembledOpenAIMessage = {
@@ -224,7 +223,7 @@ export function assembleOpenAIStream(sse: string): Assembled<AssembledOpenAI> | 
   const message: AssembledOpenAI = { id, object: 'chat.completion', created, model, choices: out, usage };
   if (error !== undefined) message.error = error;
   // Some OpenAI-compatible providers end without [DONE]: every choice finished counts as the end.
-  const finished = list.length > 0 && list.every((c) => c.finish !== null);
+  const finished = out.length > 0 && out.every((c) => c.finish_reason !== null);
   return { message, partial: !(done || finished), events, skipped };
 }
 
