@@ -6,7 +6,7 @@
  */
 import { RequestRecord, toWire } from '@sightline/capture';
 import type { CaptureConfig } from '@sightline/config';
-import { markToUnixNano, newSpanId, newTraceId, now, type CaptureBatchV2 } from '@sightline/core';
+import { markToUnixNano, newSpanId, newTraceId, now, type CaptureBatchV2, type WireContent, type WireRecord } from '@sightline/core';
 
 export interface RecordOptions {
   /** Per-instance request number. Default 7. */
@@ -20,6 +20,11 @@ export interface RecordOptions {
   retried?: boolean;
   /** Token usage in the kept response body (OpenAI shape), so the ingester reads it. */
   usage?: { prompt: number; completion: number; cached?: number };
+  /** Attribution the caller named (issue 11). */
+  endUser?: string;
+  sessionId?: string;
+  /** Tags by name (`x-sightline-tag-<name>`). */
+  tags?: Record<string, string>;
 }
 
 function base(o: RecordOptions): { r: RequestRecord; t: number } {
@@ -30,6 +35,12 @@ function base(o: RecordOptions): { r: RequestRecord; t: number } {
   r.rootSpanId = newSpanId();
   r.team = o.team ?? 'search';
   r.t0 = t;
+  r.endUser = o.endUser ?? '';
+  r.sessionId = o.sessionId ?? '';
+  if (o.tags !== undefined) {
+    r.tagKeys = Object.keys(o.tags);
+    r.tagValues = Object.values(o.tags);
+  }
   return { r, t };
 }
 
@@ -93,11 +104,31 @@ export function unixNanoAgo(agoMs = 0): string {
   return ((BigInt(Date.now()) - BigInt(agoMs)) * 1_000_000n).toString();
 }
 
+/** Content as a gateway publishes it (wire.ts WireContent): policy `full`, sizes from the texts, nothing cut or replaced, unless given. */
+export function contentOf(c: Partial<WireContent> & { request: string; response: string }): WireContent {
+  return {
+    policy: c.policy ?? 'full',
+    request: c.request,
+    requestBytes: c.requestBytes ?? Buffer.byteLength(c.request),
+    requestTruncated: c.requestTruncated ?? false,
+    response: c.response,
+    responseBytes: c.responseBytes ?? Buffer.byteLength(c.response),
+    responseTruncated: c.responseTruncated ?? false,
+    redactions: c.redactions ?? {},
+  };
+}
+
+/** The record as published, carrying `content` (the gateway's side of content is its own; tests set it here). */
+export function withContent(r: RequestRecord, content: WireContent | null): WireRecord {
+  return { ...toWire(r), content };
+}
+
 /**
  * A v2 bus message holding `records`, as gateway `instance` publishes it (its message id
  * is `${instance}/${batch}`). Marks are this process's, so the origin is this process's.
+ * Records already published (withContent) go in as they are.
  */
-export function batchOf(instance: string, batch: number, records: RequestRecord[], publishedAgoMs = 0): CaptureBatchV2 {
+export function batchOf(instance: string, batch: number, records: (RequestRecord | WireRecord)[], publishedAgoMs = 0): CaptureBatchV2 {
   return {
     v: 2,
     instance,
@@ -105,7 +136,7 @@ export function batchOf(instance: string, batch: number, records: RequestRecord[
     requests_count: records.length,
     published_at_unix_nano: unixNanoAgo(publishedAgoMs),
     origin_unix_nano: markToUnixNano(0).toString(),
-    records: records.map((r) => toWire(r)),
+    records: records.map((r) => (r instanceof RequestRecord ? toWire(r) : r)),
   };
 }
 

@@ -7,7 +7,7 @@
  * and ack) collapses to one (ReplacingMergeTree, see migrations/ and docs/schema.md).
  */
 import type { BusConsumer, BusMessage } from '@sightline/bus';
-import { decodeBatch, SpanBuilder, type DecodedBatch } from '@sightline/spans';
+import { decodeBatch, SpanBuilder, type ContentRow, type DecodedBatch, type RedactText } from '@sightline/spans';
 import { StoreError, type Store } from '@sightline/store';
 import type { Rollup } from './rollup.js';
 import { unixNanoNow, type IngestBatchRow, type RequestRow, type SpanRow } from '@sightline/core';
@@ -40,6 +40,12 @@ export interface IngesterOptions {
    * keeps bounded memory. Default 10 000.
    */
   maxLagObservations?: number;
+  /**
+   * Replaces personal data in the content of teams with policy `redacted` before it is
+   * stored (`@sightline/redact`'s `redactPersonal`). null (the default): such content is
+   * withheld — not stored at all — and counted in `contentWithheld`.
+   */
+  redactPersonal?: RedactText | null;
   log?: (msg: string) => void;
 }
 
@@ -48,6 +54,13 @@ export interface IngesterStats {
   batches: number;
   requests: number;
   spans: number;
+  /** Content rows written (issue 11). */
+  content: number;
+  /**
+   * Requests whose content was not stored: policy `redacted` without a personal-data
+   * redactor, or content that could not be prepared (DecodedBatch.contentWithheld).
+   */
+  contentWithheld: number;
   /** Inserts that failed and were retried. */
   writeFailures: number;
   /** Messages moved to the dead-letter subject (not capture batches, or refused by ClickHouse). */
@@ -79,12 +92,14 @@ export class Ingester {
   readonly #rollup: Rollup | null;
   readonly #log: (msg: string) => void;
   readonly #builder = new SpanBuilder();
+  readonly #redactPersonal: RedactText | null;
+  #warnedWithheld = false;
   #running = false;
   #loop: Promise<void> | null = null;
   #backoff = 0;
   /** Backoff sleeps in progress (one per set being written, and the fetch loop's): stop() ends them. */
   readonly #sleeping = new Set<() => void>();
-  readonly stats: IngesterStats = { batches: 0, requests: 0, spans: 0, writeFailures: 0, deadLettered: 0, lastLagMs: 0, lagObservationsDropped: 0, redelivered: 0 };
+  readonly stats: IngesterStats = { batches: 0, requests: 0, spans: 0, content: 0, contentWithheld: 0, writeFailures: 0, deadLettered: 0, lastLagMs: 0, lagObservationsDropped: 0, redelivered: 0 };
   /** Publish-to-write lag of recent batches (milliseconds), taken by the metrics histogram. */
   readonly lagObservations: number[] = [];
   readonly #maxLagObservations: number;
@@ -100,6 +115,7 @@ export class Ingester {
     this.#rollup = opts.rollup ?? null;
     this.#log = opts.log ?? (() => {});
     this.#maxLagObservations = opts.maxLagObservations ?? 10_000;
+    this.#redactPersonal = opts.redactPersonal ?? null;
   }
 
   start(): void {
@@ -150,7 +166,7 @@ export class Ingester {
     const good: Parsed[] = [];
     for (const m of msgs) {
       try {
-        good.push({ m, batch: decodeBatch(m.data, this.#builder) });
+        good.push({ m, batch: decodeBatch(m.data, this.#builder, { redactPersonal: this.#redactPersonal }) });
       } catch (e) {
         await this.#deadLetter(m, `not a capture batch: ${(e as Error).message}`);
       }
@@ -178,16 +194,23 @@ export class Ingester {
     await this.#sleep(delay);
   }
 
-  /** Inserts spans, then requests, then the batch ledger: a visible request has its spans. */
+  /**
+   * Inserts spans, then content, then requests, then the batch ledger: a visible request
+   * has its spans and its content.
+   */
   async #write(good: Parsed[]): Promise<StoreError | null> {
     const requests: RequestRow[] = [];
     const spans: SpanRow[] = [];
+    const content: ContentRow[] = [];
+    let withheld = 0;
     const ledger: IngestBatchRow[] = [];
     const written = unixNanoNow();
     const writtenS = Number(written / 1_000_000_000n);
     for (const { batch } of good) {
       for (const r of batch.requests) requests.push(r);
       for (const s of batch.spans) spans.push(s);
+      for (const c of batch.content) content.push(c);
+      withheld += batch.contentWithheld;
       ledger.push({
         instance: batch.instance,
         batch: batch.batch,
@@ -201,6 +224,7 @@ export class Ingester {
     }
     try {
       await this.#store.insert('spans', spans);
+      await this.#store.insert('content', content);
       await this.#store.insert('requests', requests);
       await this.#store.insert('ingest_batches', ledger);
     } catch (e) {
@@ -218,6 +242,14 @@ export class Ingester {
     }
     this.stats.requests += requests.length;
     this.stats.spans += spans.length;
+    this.stats.content += content.length;
+    if (withheld > 0) {
+      this.stats.contentWithheld += withheld;
+      if (!this.#warnedWithheld) {
+        this.#warnedWithheld = true;
+        this.#log(`content of ${withheld} requests withheld (policy redacted without a personal-data redactor, or content that could not be prepared); counted in sightline_ingest_content_withheld_total`);
+      }
+    }
     if (this.#rollup !== null) {
       const minutes = new Set<number>();
       for (const r of requests) minutes.add(r.start_time - (r.start_time % 60));

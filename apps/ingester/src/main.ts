@@ -1,7 +1,8 @@
 /**
  * `npm run start:ingester`: the ingester alone, configured by environment.
  *   NATS_URL (required), CLICKHOUSE_URL / CLICKHOUSE_USER / CLICKHOUSE_PASSWORD /
- *   CLICKHOUSE_DATABASE (see env.ts), INGESTER_PORT for /healthz and /metrics (default 8082).
+ *   CLICKHOUSE_DATABASE (see env.ts), INGESTER_PORT for /healthz and /metrics (default 8082),
+ *   SIGHTLINE_RETENTION_DAYS and SIGHTLINE_CONTENT_RETENTION_DAYS (docs/configuration.md).
  */
 import { connectNats, NatsConsumer } from '@sightline/bus';
 import { envInt, instanceId, onShutdown, redactUrlCredentials } from '@sightline/core';
@@ -20,7 +21,17 @@ async function main(): Promise<void> {
   const name = instanceId('ingester');
   const nc = await connectNats(natsUrl, name, { waitOnFirstConnect: true });
   const consumer = await NatsConsumer.open(nc, { ackWaitMs: envInt('INGESTER_ACK_WAIT_MS', 30_000) });
-  const handle = await startIngester({ consumer, store, port: envInt('INGESTER_PORT', 8082), host: process.env.INGESTER_HOST || '0.0.0.0', log, name, retentionDays: envInt('SIGHTLINE_RETENTION_DAYS', 0) });
+  const retentionDays = envInt('SIGHTLINE_RETENTION_DAYS', 0);
+  const handle = await startIngester({
+    consumer,
+    store,
+    port: envInt('INGESTER_PORT', 8082),
+    host: process.env.INGESTER_HOST || '0.0.0.0',
+    log,
+    name,
+    retentionDays,
+    contentRetentionDays: envInt('SIGHTLINE_CONTENT_RETENTION_DAYS', retentionDays),
+  });
   log(`consuming from ${redactUrlCredentials(natsUrl)}, writing to ${store.kind} database ${store.database}; health on ${handle.url}`);
   onShutdown(async () => {
     log('shutting down');

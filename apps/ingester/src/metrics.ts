@@ -41,6 +41,8 @@ export function renderIngesterMetrics(ingester: Ingester): string {
     ['sightline_ingest_batches_total', 'Capture batches written and acknowledged.', 'counter', s.batches],
     ['sightline_ingest_requests_total', 'Request rows written.', 'counter', s.requests],
     ['sightline_ingest_spans_total', 'Span rows written.', 'counter', s.spans],
+    ['sightline_ingest_content_total', 'Content rows written (prompts and answers).', 'counter', s.content],
+    ['sightline_ingest_content_withheld_total', 'Requests whose content was not stored: policy redacted without a personal-data redactor, or content that could not be prepared.', 'counter', s.contentWithheld],
     ['sightline_ingest_write_failures_total', 'ClickHouse writes that failed and were retried.', 'counter', s.writeFailures],
     ['sightline_ingest_dead_lettered_total', 'Messages moved to the dead-letter subject.', 'counter', s.deadLettered],
     ['sightline_ingest_redelivered_total', 'Messages received again after an earlier delivery was not acknowledged.', 'counter', s.redelivered],

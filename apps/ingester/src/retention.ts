@@ -3,11 +3,23 @@
  * partitions (`toYYYYMMDD` of the row's time) older than the configured number of days.
  * Runs at start and then every hour; dropping a partition is instant and idempotent, so
  * several ingesters may all run it.
+ *
+ * Content (prompts and answers, the `content` table) has a setting of its own
+ * (SIGHTLINE_CONTENT_RETENTION_DAYS, default SIGHTLINE_RETENTION_DAYS): content often must
+ * be kept for less time than metrics.
  */
 import { sql, table, type Store } from '@sightline/store';
 
-/** Tables partitioned by day, with their partition column. */
+/** Tables partitioned by day that follow the general setting. */
 const DAILY_TABLES = ['spans', 'requests', 'ingest_batches'] as const;
+/** Tables partitioned by day that follow the content setting. */
+const CONTENT_TABLES = ['content'] as const;
+
+/** `YYYYMMDD` (UTC) of the day `days` days before `nowMs`. */
+function cutoffDay(nowMs: number, days: number): number {
+  const cutoff = new Date(nowMs - days * 86_400_000);
+  return Number(`${cutoff.getUTCFullYear()}${String(cutoff.getUTCMonth() + 1).padStart(2, '0')}${String(cutoff.getUTCDate()).padStart(2, '0')}`);
+}
 
 export class Retention {
   #timer: NodeJS.Timeout | null = null;
@@ -19,10 +31,12 @@ export class Retention {
     /** Days of data to keep; 0 keeps everything. */
     readonly days: number,
     readonly log: (msg: string) => void = () => {},
+    /** Days of content (`content` table) to keep; 0 keeps everything. Default: `days`. */
+    readonly contentDays: number = days,
   ) {}
 
   start(everyMs = 3_600_000): void {
-    if (this.days <= 0) return;
+    if (this.days <= 0 && this.contentDays <= 0) return;
     void this.run().catch((e: unknown) => this.log(`retention failed: ${(e as Error).message}`));
     this.#timer = setInterval(() => {
       void this.run().catch((e: unknown) => this.log(`retention failed: ${(e as Error).message}`));
@@ -37,24 +51,15 @@ export class Retention {
 
   /** Drops every daily partition older than the cut-off; returns how many. */
   async run(nowMs = Date.now()): Promise<number> {
-    if (this.days <= 0) return 0;
-    const cutoff = new Date(nowMs - this.days * 86_400_000);
-    const cutoffDay = Number(`${cutoff.getUTCFullYear()}${String(cutoff.getUTCMonth() + 1).padStart(2, '0')}${String(cutoff.getUTCDate()).padStart(2, '0')}`);
     let n = 0;
-    for (const name of DAILY_TABLES) {
-      const parts = await this.store.query<{ partition: string }>(
-        sql`SELECT DISTINCT partition FROM system.parts WHERE database = ${this.store.database} AND table = ${name} AND active`,
-      );
-      for (const p of parts) {
-        const day = Number(p.partition.replace(/'/g, ''));
-        if (!Number.isInteger(day) || day >= cutoffDay) continue;
-        await this.store.command(sql`ALTER TABLE ${table(this.store.database, name)} DROP PARTITION ${day}`);
-        n++;
-        this.log(`retention: dropped ${name} partition ${day} (older than ${this.days} days)`);
-      }
+    if (this.contentDays > 0) n += await this.#dropDays(CONTENT_TABLES, this.contentDays, nowMs);
+    if (this.days <= 0) {
+      this.dropped += n;
+      return n;
     }
+    n += await this.#dropDays(DAILY_TABLES, this.days, nowMs);
     // The monthly rollup keeps whole months older than the cut-off's month.
-    const monthCut = Math.floor(cutoffDay / 100);
+    const monthCut = Math.floor(cutoffDay(nowMs, this.days) / 100);
     const rparts = await this.store.query<{ partition: string }>(
       sql`SELECT DISTINCT partition FROM system.parts WHERE database = ${this.store.database} AND table = 'requests_1m' AND active`,
     );
@@ -65,6 +70,25 @@ export class Retention {
       n++;
     }
     this.dropped += n;
+    return n;
+  }
+
+  /** Drops the daily partitions of `tables` older than `days` days; returns how many. */
+  async #dropDays(tables: readonly string[], days: number, nowMs: number): Promise<number> {
+    const cut = cutoffDay(nowMs, days);
+    let n = 0;
+    for (const name of tables) {
+      const parts = await this.store.query<{ partition: string }>(
+        sql`SELECT DISTINCT partition FROM system.parts WHERE database = ${this.store.database} AND table = ${name} AND active`,
+      );
+      for (const p of parts) {
+        const day = Number(p.partition.replace(/'/g, ''));
+        if (!Number.isInteger(day) || day >= cut) continue;
+        await this.store.command(sql`ALTER TABLE ${table(this.store.database, name)} DROP PARTITION ${day}`);
+        n++;
+        this.log(`retention: dropped ${name} partition ${day} (older than ${days} days)`);
+      }
+    }
     return n;
   }
 }

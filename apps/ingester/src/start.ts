@@ -4,10 +4,12 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { BusConsumer } from '@sightline/bus';
 import { migrate, type Store } from '@sightline/store';
+import type { RedactText } from '@sightline/spans';
 import { Ingester } from './ingester.js';
 import { Rollup } from './rollup.js';
 import { Retention } from './retention.js';
 import { renderIngesterMetrics } from './metrics.js';
+import { redactPersonal } from '@sightline/redact';
 
 export interface StartIngesterOptions {
   consumer: BusConsumer;
@@ -21,6 +23,13 @@ export interface StartIngesterOptions {
   name?: string;
   /** Days of data to keep (daily partitions older are dropped); 0: keep everything. Default 0. */
   retentionDays?: number;
+  /** Days of content (prompts and answers) to keep; 0: keep everything. Default `retentionDays`. */
+  contentRetentionDays?: number;
+  /**
+   * Replaces personal data in content of policy `redacted` (IngesterOptions.redactPersonal).
+   * Default: @sightline/redact's `redactPersonal`; null: such content is withheld (counted).
+   */
+  redactPersonal?: RedactText | null;
   log?: (msg: string) => void;
 }
 
@@ -53,9 +62,9 @@ export async function startIngester(opts: StartIngesterOptions): Promise<Ingeste
   const log = opts.log ?? (() => {});
   if (opts.migrate !== false) await migrateWithRetry(opts.store, log);
   const rollup = new Rollup(opts.store, 2_000, log);
-  const ingester = new Ingester({ consumer: opts.consumer, store: opts.store, log, name: opts.name, rollup });
+  const ingester = new Ingester({ consumer: opts.consumer, store: opts.store, log, name: opts.name, rollup, redactPersonal: opts.redactPersonal === undefined ? redactPersonal : opts.redactPersonal });
   ingester.start();
-  const retention = new Retention(opts.store, opts.retentionDays ?? 0, log);
+  const retention = new Retention(opts.store, opts.retentionDays ?? 0, log, opts.contentRetentionDays ?? opts.retentionDays ?? 0);
   retention.start();
   let app: FastifyInstance | null = null;
   let url = '';

@@ -53,7 +53,7 @@ async function main(): Promise<void> {
   const store = await storeFromEnv();
   log(store.kind === 'chdb' ? `store: in-process ClickHouse (chdb) under ${dataDir()} (set CLICKHOUSE_URL to use a server)` : `store: ClickHouse at ${redactUrlCredentials(process.env.CLICKHOUSE_URL ?? '')}`);
 
-  const ingester = await startIngester({ consumer, store, port: envInt('INGESTER_PORT', 8082), host: config.query.host, log: logger('ingester'), retentionDays: envInt('SIGHTLINE_RETENTION_DAYS', 0) });
+  const ingester = await startIngester({ consumer, store, port: envInt('INGESTER_PORT', 8082), host: config.query.host, log: logger('ingester'), retentionDays: envInt('SIGHTLINE_RETENTION_DAYS', 0), contentRetentionDays: envInt('SIGHTLINE_CONTENT_RETENTION_DAYS', envInt('SIGHTLINE_RETENTION_DAYS', 0)) });
   // One directory for the gateway and the query API of this process: NATS key-value with
   // NATS_URL, else in process, kept in $SIGHTLINE_DATA_DIR/directory.json.
   const auth = authFromEnv({ natsUrl, snapshotFile: join(dataDir(), natsUrl !== undefined && natsUrl !== '' ? join('directory', 'sightline.json') : 'directory.json'), log });

@@ -97,6 +97,14 @@ export interface RequestRow {
   response_bytes: number;
   /** 1 when the stream was cut short and the token counts are what had been seen. */
   usage_partial: 0 | 1;
+  /**
+   * Attribution (issue 11, migration 006): the end user, session and tags the caller named.
+   * Absent in v1 rows (ClickHouse fills '' and []).
+   */
+  end_user?: string;
+  session_id?: string;
+  tag_keys?: string[];
+  tag_values?: string[];
 }
 
 /**

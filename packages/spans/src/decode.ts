@@ -4,10 +4,11 @@
  * prebuilt rows through. Anything that is not a well-formed batch is a BadBatchError,
  * which the ingester dead-letters.
  */
-import type { CaptureBatchV1, RequestRow, SpanRow, WireRecord } from '@sightline/core';
+import type { CaptureBatchV1, RequestRow, SpanRow, WireContent, WireRecord } from '@sightline/core';
 import { STAGES } from '@sightline/core';
 import { BadBatchError } from './errors.js';
 import type { SpanBuilder } from './spans.js';
+import { hasLoneSurrogate, prepareContent, wellFormed, type ContentRow, type PreparedContent, type RedactText } from './content.js';
 
 /** A bus message read back: its rows, ready for ClickHouse. */
 export interface DecodedBatch {
@@ -17,6 +18,22 @@ export interface DecodedBatch {
   published_at_unix_nano: string;
   requests: RequestRow[];
   spans: SpanRow[];
+  /** One row per record that carried content (issue 11). */
+  content: ContentRow[];
+  /**
+   * Records whose content was not stored: policy `redacted` without a personal-data
+   * redactor, or content that could not be prepared. Never stored unredacted; the request
+   * and its spans are written all the same.
+   */
+  contentWithheld: number;
+}
+
+export interface DecodeOptions {
+  /**
+   * Replaces personal data in content of policy `redacted` (`@sightline/redact`'s
+   * `redactPersonal`). null (the default): such content is withheld, never stored as it came.
+   */
+  redactPersonal?: RedactText | null;
 }
 
 const NUMBER_FIELDS = [
@@ -88,7 +105,8 @@ const DECIMAL = /^\d{1,20}$/;
  * Reads a bus message (v1 or v2) into rows; for v2, builds each record's request row and
  * spans with `builder`. Throws BadBatchError for anything that is not a well-formed batch.
  */
-export function decodeBatch(data: Uint8Array, builder: SpanBuilder): DecodedBatch {
+export function decodeBatch(data: Uint8Array, builder: SpanBuilder, opts: DecodeOptions = {}): DecodedBatch {
+  const redact = opts.redactPersonal ?? null;
   let parsed: unknown;
   try {
     parsed = JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8'));
@@ -102,7 +120,7 @@ export function decodeBatch(data: Uint8Array, builder: SpanBuilder): DecodedBatc
   if (b.v === 1) {
     const v1 = b as unknown as CaptureBatchV1;
     if (!Array.isArray(v1.requests) || !Array.isArray(v1.spans)) throw new BadBatchError('a v1 batch needs requests and spans arrays');
-    return { v: 1, instance: v1.instance, batch: v1.batch, published_at_unix_nano: published, requests: v1.requests, spans: v1.spans };
+    return { v: 1, instance: v1.instance, batch: v1.batch, published_at_unix_nano: published, requests: v1.requests, spans: v1.spans, content: [], contentWithheld: 0 };
   }
   if (b.v !== 2) throw new BadBatchError(`unknown capture batch version ${JSON.stringify(b.v)}`);
   if (typeof b.origin_unix_nano !== 'string' || !DECIMAL.test(b.origin_unix_nano)) throw new BadBatchError('origin_unix_nano must be a decimal string');
@@ -110,12 +128,76 @@ export function decodeBatch(data: Uint8Array, builder: SpanBuilder): DecodedBatc
   const origin = BigInt(b.origin_unix_nano);
   const requests: RequestRow[] = [];
   const spans: SpanRow[] = [];
+  const content: ContentRow[] = [];
+  let contentWithheld = 0;
   const records = b.records as unknown[];
   for (let i = 0; i < records.length; i++) {
-    const w = checkWireRecord(records[i], i);
-    const built = builder.build(w, b.instance, origin);
+    let w = checkWireRecord(records[i], i);
+    // Attribution comes from the client's body and headers: a lone surrogate there (a JSON
+    // `\ud800` escape) would make ClickHouse refuse the whole batch.
+    if (hasLoneSurrogate(w.endUser) || hasLoneSurrogate(w.sessionId) || w.tagValues.some(hasLoneSurrogate) || w.tagKeys.some(hasLoneSurrogate)) {
+      w = { ...w, endUser: wellFormed(w.endUser), sessionId: wellFormed(w.sessionId), tagKeys: w.tagKeys.map(wellFormed), tagValues: w.tagValues.map(wellFormed) };
+    }
+    const c = w.content;
+    let prepared: PreparedContent | null = null;
+    if (c !== null) {
+      if (c.policy === 'redacted' && redact === null) {
+        contentWithheld++;
+      } else {
+        try {
+          prepared = prepareContent(w.dialect, w.stream, c, redact);
+        } catch {
+          // A bug in preparing content must not lose the request: its content is withheld.
+          contentWithheld++;
+        }
+      }
+      // Attribution is personal data too (an end user id is often an e-mail address).
+      if (c.policy === 'redacted') w = redactAttribution(w, redact);
+    }
+    const built = builder.build(w, b.instance, origin, prepared?.attributes ?? null);
     requests.push(built.request);
     for (const s of built.spans) spans.push(s);
+    if (c !== null && prepared !== null) content.push(contentRow(w, c, prepared, built.request));
   }
-  return { v: 2, instance: b.instance, batch: b.batch, published_at_unix_nano: published, requests, spans };
+  return { v: 2, instance: b.instance, batch: b.batch, published_at_unix_nano: published, requests, spans, content, contentWithheld };
+}
+
+/** The record with personal data replaced in its end user, session and tag values (all of them, when there is no redactor). */
+function redactAttribution(w: WireRecord, redact: RedactText | null): WireRecord {
+  const one = (s: string): string => {
+    if (s === '') return s;
+    try {
+      if (redact !== null) return redact(s).text;
+    } catch {
+      // Fall through: withheld rather than stored as it came.
+    }
+    return '[REDACTED]';
+  };
+  return { ...w, endUser: one(w.endUser), sessionId: one(w.sessionId), tagValues: w.tagValues.map(one) };
+}
+
+function contentRow(w: WireRecord, c: WireContent, p: PreparedContent, r: RequestRow): ContentRow {
+  const keys = [...p.redactions.keys()].sort();
+  return {
+    trace_id: r.trace_id,
+    span_id: r.span_id,
+    team: r.team,
+    key_id: r.key_id,
+    start_time: r.start_time,
+    start_time_unix_nano: r.start_time_unix_nano,
+    model: w.model,
+    route: w.route,
+    dialect: w.dialect,
+    stream: w.stream ? 1 : 0,
+    policy: c.policy,
+    request: p.request,
+    response: p.response,
+    request_bytes: c.requestBytes,
+    response_bytes: c.responseBytes,
+    request_truncated: c.requestTruncated ? 1 : 0,
+    response_truncated: c.responseTruncated ? 1 : 0,
+    response_partial: p.responsePartial ? 1 : 0,
+    redaction_keys: keys,
+    redaction_counts: keys.map((k) => p.redactions.get(k)!),
+  };
 }

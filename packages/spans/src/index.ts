@@ -1,5 +1,12 @@
 export { SpanBuilder, stageIntervals } from './spans.js';
 export type { BuiltRequest, StageInterval, StageMarks, SpanBuilderOptions } from './spans.js';
 export { decodeBatch, checkWireRecord } from './decode.js';
-export type { DecodedBatch } from './decode.js';
+export type { DecodedBatch, DecodeOptions } from './decode.js';
+export { prepareContent, redactJsonStrings, wellFormed } from './content.js';
+export type { ContentRow, PreparedContent, RedactText } from './content.js';
+export { assembleStream, assembleOpenAIStream, assembleAnthropicStream, sseEvents } from './assemble.js';
+export type { Assembled, AssembledAnthropic, AssembledOpenAI, AssembledOpenAIChoice, AssembledOpenAIMessage, AssembledToolCall } from './assemble.js';
+export { CONTENT_ATTRIBUTES, genAiContentAttributes } from './genai.js';
+export type { GenAiContentAttributes } from './genai.js';
+export type { Json, JsonObject } from './json.js';
 export { BadBatchError } from './errors.js';

@@ -21,6 +21,13 @@ import {
 } from '@opentelemetry/sdk-trace-base';
 import { ATTEMPT_SPAN, markDiffNs, markToUnixNano, type RequestRow, type SpanRow, type SpanStatus, type StageName, type WireRecord } from '@sightline/core';
 import { toWire, type RequestRecord } from '@sightline/capture';
+import { CONTENT_ATTRIBUTES, type GenAiContentAttributes } from './genai.js';
+
+/**
+ * Longest attribute value in a `spans` row. Content attributes are whole on the span (the
+ * capture bound limits them) and never in a row; other values are short, this is a backstop.
+ */
+const ROW_ATTRIBUTE_MAX_CHARS = 4096;
 
 /** Unix time of this process's monotonic origin. */
 const LOCAL_ORIGIN_NS = markToUnixNano(0);
@@ -151,6 +158,12 @@ export interface BuiltRequest {
 export interface SpanBuilderOptions {
   /** Version reported as the instrumentation scope version. */
   version?: string;
+  /**
+   * Further processors that receive every span built, as the OpenTelemetry SDK made it (an
+   * exporter's processor, a test's in-memory exporter): with the content attributes, which
+   * the `spans` rows leave out. Default none.
+   */
+  spanProcessors?: SpanProcessor[];
 }
 
 export class SpanBuilder {
@@ -164,8 +177,11 @@ export class SpanBuilder {
       // Capture is complete by design: an incoming `sampled=0` does not turn it off.
       sampler: new AlwaysOnSampler(),
       idGenerator: this.#ids,
-      spanProcessors: [this.#collector],
-      spanLimits: { attributeCountLimit: 64, attributeValueLengthLimit: 4096 },
+      spanProcessors: [this.#collector, ...(opts.spanProcessors ?? [])],
+      // No value length limit on the span: the content attributes are bounded by the capture
+      // bound already, and rows cut values themselves (ROW_ATTRIBUTE_MAX_CHARS). Room for
+      // the caller's tags (bounded in number by the gateway) beside ~25 of our own.
+      spanLimits: { attributeCountLimit: 128 },
     });
     this.#tracer = provider.getTracer('sightline-gateway', opts.version ?? '0.1.0');
   }
@@ -181,8 +197,10 @@ export class SpanBuilder {
   /**
    * The request row and spans of one finished request from gateway `instance`, whose
    * monotonic origin is at Unix nanosecond `originNs` (the batch's `origin_unix_nano`).
+   * `content`: the GenAI content attributes of the root span (content.ts), if any; they are
+   * on the span and never in its row.
    */
-  build(r: WireRecord, instance: string, originNs: bigint): BuiltRequest {
+  build(r: WireRecord, instance: string, originNs: bigint, content: GenAiContentAttributes | null = null): BuiltRequest {
     let origin = this.#origin;
     if (origin === null || origin.ns !== originNs) origin = this.#origin = new Origin(originNs);
     const hr = (mark: number): HrTime => origin.hr(mark);
@@ -227,6 +245,18 @@ export class SpanBuilder {
     if (r.aborted) rootAttrs['sightline.aborted'] = true;
     if (r.partial) rootAttrs['sightline.usage.partial'] = true;
     if (r.attempts !== null) rootAttrs['sightline.attempts'] = r.attempts.length + 1;
+    // Attribution (issue 11): the end user the caller named (enduser.id, "unique identifier
+    // of an end user in the system", https://opentelemetry.io/docs/specs/semconv/registry/attributes/enduser/),
+    // the session as the GenAI conversation ("session, thread"), and the caller's tags.
+    if (r.endUser !== '') rootAttrs['enduser.id'] = r.endUser;
+    if (r.sessionId !== '') rootAttrs['gen_ai.conversation.id'] = r.sessionId;
+    for (let i = 0; i < r.tagKeys.length; i++) rootAttrs[`sightline.tag.${r.tagKeys[i]!}`] = r.tagValues[i] ?? '';
+    if (content !== null) {
+      for (const k in content) {
+        const v = content[k as keyof GenAiContentAttributes];
+        if (v !== undefined) rootAttrs[k] = v;
+      }
+    }
 
     const root = this.#tracer.startSpan(`${operation} ${r.model === '' ? 'unknown' : r.model}`, { kind: SpanKind.SERVER, startTime: hr(r.t0), attributes: rootAttrs }, parent);
     if (r.status >= 500 || r.aborted) root.setStatus({ code: SpanStatusCode.ERROR, message: r.aborted ? 'client aborted' : r.errorMessage });
@@ -292,6 +322,10 @@ export class SpanBuilder {
       request_bytes: r.requestBytes,
       response_bytes: r.responseBytes,
       usage_partial: r.partial ? 1 : 0,
+      end_user: r.endUser,
+      session_id: r.sessionId,
+      tag_keys: r.tagKeys,
+      tag_values: r.tagValues,
     };
     return { request, spans };
   }
@@ -306,6 +340,12 @@ const KIND_NAMES: Readonly<Record<SpanKind, string>> = {
   [SpanKind.CONSUMER]: 'consumer',
 };
 
+/** The first `max` UTF-16 units of `text`, not splitting a surrogate pair. */
+function cut(text: string, max: number): string {
+  const c = text.charCodeAt(max - 1);
+  return text.slice(0, c >= 0xd800 && c <= 0xdbff ? max - 1 : max);
+}
+
 function row(s: ReadableSpan, r: WireRecord, instance: string): SpanRow {
   const ctx = s.spanContext();
   const keys: string[] = [];
@@ -313,9 +353,10 @@ function row(s: ReadableSpan, r: WireRecord, instance: string): SpanRow {
   const attrs = s.attributes;
   for (const k in attrs) {
     const v = attrs[k];
-    if (v === undefined) continue;
+    if (v === undefined || CONTENT_ATTRIBUTES.has(k)) continue;
     keys.push(k);
-    values.push(String(v));
+    const text = String(v);
+    values.push(text.length > ROW_ATTRIBUTE_MAX_CHARS ? cut(text, ROW_ATTRIBUTE_MAX_CHARS) : text);
   }
   const status: SpanStatus = s.status.code === SpanStatusCode.ERROR ? 'ERROR' : s.status.code === SpanStatusCode.OK ? 'OK' : 'UNSET';
   return {

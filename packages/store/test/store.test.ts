@@ -35,7 +35,7 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
       const tables = await store.query<{ name: string }>(sql`SELECT name FROM system.tables WHERE database = ${store.database} ORDER BY name`);
       assert.deepEqual(
         tables.map((t) => t.name),
-        ['ingest_batches', 'requests', 'requests_1m', 'schema_migrations', 'spans'],
+        ['content', 'ingest_batches', 'requests', 'requests_1m', 'schema_migrations', 'spans'],
       );
     });
 
@@ -86,8 +86,15 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
         { trace_id: traceId, span_id: 'b'.repeat(16), parent_span_id: 'a'.repeat(16), name: 'parse', kind: 'internal', is_root: 0, start_time: nowS, start_time_unix_nano: ns, duration_ns: '2000', status_code: 'UNSET', status_message: '', model: 'gpt-4o', provider: 'openai', team: 't', instance: 'gw', attr_keys: [], attr_values: [] },
       ]);
       await store.insert('requests', [
-        { trace_id: traceId, span_id: 'a'.repeat(16), instance: 'gw', seq: '1', start_time: nowS, start_time_unix_nano: ns, method: 'POST', route: '/v1/chat/completions', dialect: 'openai', model: 'gpt-4o', response_model: 'gpt-4o', provider: 'openai', upstream_model: 'gpt-4o', team: 't', stream: 0, http_status: 200, upstream_status: 200, error_type: '', aborted: 0, total_ns: '2000', gateway_ns: '1000', upstream_ns: '1000', ttfb_ns: '0', ttft_ns: '0', input_tokens: 3, output_tokens: 4, cache_read_tokens: 0, cache_write_tokens: 0, request_bytes: 1, response_bytes: 2, usage_partial: 0 },
+        { trace_id: traceId, span_id: 'a'.repeat(16), instance: 'gw', seq: '1', start_time: nowS, start_time_unix_nano: ns, method: 'POST', route: '/v1/chat/completions', dialect: 'openai', model: 'gpt-4o', response_model: 'gpt-4o', provider: 'openai', upstream_model: 'gpt-4o', team: 't', stream: 0, http_status: 200, upstream_status: 200, error_type: '', aborted: 0, total_ns: '2000', gateway_ns: '1000', upstream_ns: '1000', ttfb_ns: '0', ttft_ns: '0', input_tokens: 3, output_tokens: 4, cache_read_tokens: 0, cache_write_tokens: 0, request_bytes: 1, response_bytes: 2, usage_partial: 0, end_user: 'user-1', session_id: 's-1', tag_keys: ['feature'], tag_values: ['search'] },
         { trace_id: 'c'.repeat(32), span_id: 'c'.repeat(16), instance: 'gw', seq: '2', start_time: nowS, start_time_unix_nano: ns, method: 'POST', route: '/v1/chat/completions', dialect: 'openai', model: 'nope', response_model: '', provider: '', upstream_model: '', team: 't', stream: 0, http_status: 404, upstream_status: 0, error_type: 'model_not_found', aborted: 0, total_ns: '2000', gateway_ns: '2000', upstream_ns: '0', ttfb_ns: '0', ttft_ns: '0', input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cache_write_tokens: 0, request_bytes: 1, response_bytes: 2, usage_partial: 0 },
+      ]);
+      await store.insert('content', [
+        {
+          trace_id: traceId, span_id: 'a'.repeat(16), team: 't', key_id: '', start_time: nowS, start_time_unix_nano: ns, model: 'gpt-4o', route: '/v1/chat/completions', dialect: 'openai', stream: 0, policy: 'redacted',
+          request: '{"messages":[{"role":"user","content":"What is your Refund Policy? I am [EMAIL]"}]}', response: '{"choices":[]}', request_bytes: 80, response_bytes: 14,
+          request_truncated: 0, response_truncated: 0, response_partial: 0, redaction_keys: ['email'], redaction_counts: [1],
+        },
       ]);
       await store.insert('ingest_batches', [
         { instance: 'gw', batch: '1', ingester: 'i', published_at_unix_nano: String(BigInt(nowS) * 1_000_000_000n - 5_000_000n), written_at_unix_nano: ns, written_at: nowS, requests: 2, spans: 4 },
