@@ -7,7 +7,9 @@
 import { sql, table, type Store } from '@sightline/store';
 
 /** Tables partitioned by day, with their partition column. */
-const DAILY_TABLES = ['spans', 'requests', 'ingest_batches'] as const;
+const DAILY_TABLES = ['spans', 'requests', 'ingest_batches', 'stage_spans'] as const;
+/** The per-minute rollups, partitioned by month. */
+const MONTHLY_TABLES = ['requests_1m', 'requests_agg_1m', 'stages_agg_1m'] as const;
 
 export class Retention {
   #timer: NodeJS.Timeout | null = null;
@@ -53,16 +55,18 @@ export class Retention {
         this.log(`retention: dropped ${name} partition ${day} (older than ${this.days} days)`);
       }
     }
-    // The monthly rollup keeps whole months older than the cut-off's month.
+    // The monthly rollups keep whole months older than the cut-off's month.
     const monthCut = Math.floor(cutoffDay / 100);
-    const rparts = await this.store.query<{ partition: string }>(
-      sql`SELECT DISTINCT partition FROM system.parts WHERE database = ${this.store.database} AND table = 'requests_1m' AND active`,
-    );
-    for (const p of rparts) {
-      const month = Number(p.partition.replace(/'/g, ''));
-      if (!Number.isInteger(month) || month >= monthCut) continue;
-      await this.store.command(sql`ALTER TABLE ${table(this.store.database, 'requests_1m')} DROP PARTITION ${month}`);
-      n++;
+    for (const name of MONTHLY_TABLES) {
+      const rparts = await this.store.query<{ partition: string }>(
+        sql`SELECT DISTINCT partition FROM system.parts WHERE database = ${this.store.database} AND table = ${name} AND active`,
+      );
+      for (const p of rparts) {
+        const month = Number(p.partition.replace(/'/g, ''));
+        if (!Number.isInteger(month) || month >= monthCut) continue;
+        await this.store.command(sql`ALTER TABLE ${table(this.store.database, name)} DROP PARTITION ${month}`);
+        n++;
+      }
     }
     this.dropped += n;
     return n;
