@@ -100,7 +100,7 @@ export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
     // Query strings arrive as text: coerce them to the schema's types. Unknown fields are
     // refused (a 400 naming them), never silently dropped (fastify's default removes them);
     // `verbose` gives the schema to the error, to list the fields a route takes.
-    ajv: { customOptions: { coerceTypes: 'array', removeAdditional: false, useDefaults: true, allErrors: false, verbose: true } },
+    ajv: { customOptions: { coerceTypes: 'array', removeAdditional: false, useDefaults: true, allErrors: false, verbose: true, allowUnionTypes: true } },
   });
   const openapi = collectRoutes(app);
   app.decorateRequest('caller', null);
