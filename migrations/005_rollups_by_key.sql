@@ -101,8 +101,113 @@ ENGINE = ReplacingMergeTree(version)
 PARTITION BY toYYYYMM(minute)
 ORDER BY (minute, team, key_id, model, provider, stage);
 
+-- The same rollups per hour and per day, computed from the minutes (their states merged
+-- with -MergeState) once an hour or a day has ended, and again when a late minute of it
+-- changes. Long ranges read whole days and hours from these, and only their ragged ends
+-- from the minutes (apps/query/src/queries/metrics.ts).
+
+CREATE TABLE IF NOT EXISTS {database}.requests_agg_1h
+(
+    hour DateTime('UTC'),
+    team String,
+    key_id String,
+    model String,
+    provider String,
+    dialect String,
+    status_class UInt16,
+    requests UInt64,
+    errors UInt64,
+    aborted UInt64,
+    streams UInt64,
+    input_tokens UInt64,
+    output_tokens UInt64,
+    cache_read_tokens UInt64,
+    cache_write_tokens UInt64,
+    total_ns_sum UInt64,
+    gateway_ns_sum UInt64,
+    upstream_ns_sum UInt64,
+    gateway_ns_max UInt64,
+    ttft_ns_sum UInt64,
+    ttft_count UInt64,
+    total_ns_q AggregateFunction(quantilesTDigest(0.5, 0.95, 0.99), UInt64),
+    gateway_ns_q AggregateFunction(quantilesTDigest(0.5, 0.95, 0.99), UInt64),
+    ttft_ns_q AggregateFunction(quantilesTDigestIf(0.5, 0.95, 0.99), UInt64, UInt8),
+    version UInt64
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(hour)
+ORDER BY (hour, team, key_id, model, provider, dialect, status_class);
+
+CREATE TABLE IF NOT EXISTS {database}.requests_agg_1d
+(
+    day DateTime('UTC'),
+    team String,
+    key_id String,
+    model String,
+    provider String,
+    dialect String,
+    status_class UInt16,
+    requests UInt64,
+    errors UInt64,
+    aborted UInt64,
+    streams UInt64,
+    input_tokens UInt64,
+    output_tokens UInt64,
+    cache_read_tokens UInt64,
+    cache_write_tokens UInt64,
+    total_ns_sum UInt64,
+    gateway_ns_sum UInt64,
+    upstream_ns_sum UInt64,
+    gateway_ns_max UInt64,
+    ttft_ns_sum UInt64,
+    ttft_count UInt64,
+    total_ns_q AggregateFunction(quantilesTDigest(0.5, 0.95, 0.99), UInt64),
+    gateway_ns_q AggregateFunction(quantilesTDigest(0.5, 0.95, 0.99), UInt64),
+    ttft_ns_q AggregateFunction(quantilesTDigestIf(0.5, 0.95, 0.99), UInt64, UInt8),
+    version UInt64
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(day)
+ORDER BY (day, team, key_id, model, provider, dialect, status_class);
+
+CREATE TABLE IF NOT EXISTS {database}.stages_agg_1h
+(
+    hour DateTime('UTC'),
+    team String,
+    key_id String,
+    model String,
+    provider String,
+    stage String,
+    spans UInt64,
+    errors UInt64,
+    duration_ns_sum UInt64,
+    duration_ns_q AggregateFunction(quantilesTDigest(0.5, 0.95, 0.99), UInt64),
+    version UInt64
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(hour)
+ORDER BY (hour, team, key_id, model, provider, stage);
+
+CREATE TABLE IF NOT EXISTS {database}.stages_agg_1d
+(
+    day DateTime('UTC'),
+    team String,
+    key_id String,
+    model String,
+    provider String,
+    stage String,
+    spans UInt64,
+    errors UInt64,
+    duration_ns_sum UInt64,
+    duration_ns_q AggregateFunction(quantilesTDigest(0.5, 0.95, 0.99), UInt64),
+    version UInt64
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(day)
+ORDER BY (day, team, key_id, model, provider, stage);
+
 -- rollup_state: what the ingester's reconciliation has done, as (name, value) rows read
--- with min/max. `stage_spans_since`: the UTC day (20251201) the view above began, so the
+-- with min/max. `stage_spans_since`: the UTC day (20251201) stage_spans_mv began, so the
 -- stage spans of that day and before are copied once; `stage_spans_copied_through`: the
 -- last day copied.
 CREATE TABLE IF NOT EXISTS {database}.rollup_state

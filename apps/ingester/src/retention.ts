@@ -9,7 +9,7 @@ import { sql, table, type Store } from '@sightline/store';
 /** Tables partitioned by day, with their partition column. */
 const DAILY_TABLES = ['spans', 'requests', 'ingest_batches', 'stage_spans'] as const;
 /** The per-minute rollups, partitioned by month. */
-const MONTHLY_TABLES = ['requests_1m', 'requests_agg_1m', 'stages_agg_1m'] as const;
+const MONTHLY_TABLES = ['requests_1m', 'requests_agg_1m', 'requests_agg_1h', 'requests_agg_1d', 'stages_agg_1m', 'stages_agg_1h', 'stages_agg_1d'] as const;
 
 export class Retention {
   #timer: NodeJS.Timeout | null = null;

@@ -225,6 +225,30 @@ test('the per-minute rollups match the raw tables exactly, redeliveries included
   assert.equal(rollup.failed, 0);
 });
 
+test('hours are rolled up with their minutes; a day once it has ended, from its hours', async () => {
+  const gw = new Gateway();
+  const team = gw.instance;
+  const built = gw.batchV1(3);
+  await store.insert('spans', built.spans);
+  await store.insert('requests', built.requests);
+  const startS = built.requests[0]!.start_time;
+  // A clock that can be moved to tomorrow.
+  let nowMs = startS * 1000;
+  const r = new Rollup(store, 60_000, () => {}, () => nowMs);
+  const sum = (t: string, col = 'requests') => count(sql`SELECT sum(${ident(col)}) AS n FROM ${table('sightline', t)} FINAL WHERE team = ${team}`);
+  r.touch(built.requests.map((q) => q.start_time));
+  await r.flush();
+  assert.deepEqual([await sum('requests_agg_1m'), await sum('requests_agg_1h'), await sum('requests_agg_1d')], [3, 3, 0], 'today has not ended');
+  assert.deepEqual([await sum('stages_agg_1m', 'spans'), await sum('stages_agg_1h', 'spans'), await sum('stages_agg_1d', 'spans')], [9, 9, 0]);
+  nowMs = (startS - (startS % 86400) + 86400) * 1000 + 1000;
+  await r.flush();
+  assert.deepEqual([await sum('requests_agg_1d'), await sum('stages_agg_1d', 'spans')], [3, 9], 'the day, once it ended');
+  // The percentile states merged up the levels agree.
+  const q = (t: string) => store.query<{ q: number[] }>(sql`SELECT quantilesTDigestMerge(0.5, 0.95, 0.99)(total_ns_q) AS q FROM ${table('sightline', t)} FINAL WHERE team = ${team}`);
+  assert.deepEqual((await q('requests_agg_1d'))[0]!.q, (await q('requests_agg_1m'))[0]!.q);
+  r.stop();
+});
+
 test('reconcile copies stage spans from before the rollups existed and recomputes days the rollups miss, once', async () => {
   const gw = new Gateway();
   const team = gw.instance;
@@ -250,6 +274,10 @@ test('reconcile copies stage spans from before the rollups existed and recompute
   assert.equal(await agg('requests_1m', 'requests'), 4);
   assert.equal(await agg('stages_agg_1m', 'spans'), 12);
   assert.equal(await count(sql`SELECT count() AS n FROM ${table('sightline', 'stage_spans')} FINAL WHERE team = ${team}`), 12);
+  for (const level of ['1h', '1d']) {
+    assert.equal(await agg(`requests_agg_${level}`, 'requests'), 4, level);
+    assert.equal(await agg(`stages_agg_${level}`, 'spans'), 12, level);
+  }
 
   // Done once: the next start finds nothing to do for that day.
   const again = await new Rollup(store).reconcile();

@@ -349,6 +349,24 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
       assert.deepEqual(top, { rows: [{ team: 'alpha', requests: 53 }], truncated: true });
     });
 
+    test('a range of days reads ended days, whole hours and the ragged minutes, and counts the same', async () => {
+      const from = iso(BASE_MS - 2 * DAY_MS + 17 * 60_000);
+      const to = iso(BASE_MS + 3_600_000 + 7 * 60_000);
+      const { rows } = await metrics(api, { from, to, metrics: ['requests', 'errors', 'cost_usd', 'p50_ms'], group_by: ['team'] });
+      assert.deepEqual(Object.fromEntries(rows.map((r) => [r.team, r.requests])), countBy(SPECS, (s) => s.team));
+      const alpha = rows.find((r) => r.team === 'alpha')!;
+      // States merged across the levels: alpha's requests take 151–190 ms, most of them 160.
+      assert.ok(Math.abs((alpha.p50_ms as number) - 160) < 15, `alpha p50 ${alpha.p50_ms}`);
+      const daily = await metrics(api, { from: iso(Date.UTC(2025, 5, 29)), to: iso(Date.UTC(2025, 6, 2)), metrics: ['requests'], interval: '1d' });
+      assert.deepEqual(daily.rows.map((r) => [r.time, r.requests]), [
+        [iso(Date.UTC(2025, 5, 29)), 0],
+        [iso(Date.UTC(2025, 5, 30)), SPECS.length - today.length],
+        [iso(Date.UTC(2025, 6, 1)), today.length],
+      ]);
+      const usage = (await api.inject(`/v1/usage?from=${from}&to=${to}&group_by=team`)).json() as { rows: { team: string; requests: number }[] };
+      assert.deepEqual(Object.fromEntries(usage.rows.map((r) => [r.team, r.requests])), countBy(SPECS, (s) => s.team));
+    });
+
     test('latency percentiles, gateway time and TTFT come from the t-digest states', async () => {
       const { rows } = await metrics(api, { metrics: ['p50_ms', 'p99_ms', 'mean_ms', 'gateway_p50_ms', 'ttft_p50_ms', 'ttft_mean_ms'], group_by: ['key'], filters: { team: ['alpha'] } });
       const a = rows.find((r) => r.key === KEY_A)!;

@@ -7,14 +7,16 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { QueryError } from '@sightline/app-query';
-import { buckets, compileMetrics, compileModels, compileTopGroups, planMetrics, seriesLimit, shapeRows, MAX_BUCKETS, type MetricsBody, type MetricsDbRow } from '../src/queries/metrics.js';
+import { buckets, compileMetrics, compileModels, compileTopGroups, planMetrics, seriesLimit, shapeRows, splitRange, DAY_SETTLE_S, MAX_BUCKETS, type MetricsBody, type MetricsDbRow } from '../src/queries/metrics.js';
 
 const T0 = Date.UTC(2025, 6, 1, 12, 0, 0);
 const ns = (ms: number) => BigInt(ms) * 1_000_000n;
 const range = { fromNs: ns(T0 + 20_000), toNs: ns(T0 + 5 * 60_000 + 1) };
+/** The clock of these plans: long after the fixture, so every day in it has ended. */
+const NOW_S = (T0 + 30 * 86_400_000) / 1000;
 
 function plan(body: Partial<MetricsBody>, teams: string[] | null = null) {
-  return planMetrics({ metrics: ['requests'], ...body }, range, teams);
+  return planMetrics({ metrics: ['requests'], ...body }, range, teams, NOW_S);
 }
 
 function refused(fn: () => unknown, field: string, message: RegExp): void {
@@ -43,16 +45,36 @@ test('what the stage rollup cannot answer is a 400 naming the field', () => {
   refused(() => plan({ group_by: ['stage', 'dialect'] }), 'group_by[1]', /dialect.*cannot be combined with `stage`/);
   refused(() => plan({ filters: { stage: ['parse'], status_class: ['5xx'] } }), 'filters.status_class', /status_class/);
   const day = { fromNs: ns(T0), toNs: ns(T0 + 2 * 86_400_000) };
-  refused(() => planMetrics({ metrics: ['requests'], interval: '1m' }, day, null), 'interval', new RegExp(`2880 buckets.*at most ${MAX_BUCKETS}`));
-  assert.equal(buckets(planMetrics({ metrics: ['requests'], interval: '1h' }, day, null)).length, 48);
+  refused(() => planMetrics({ metrics: ['requests'], interval: '1m' }, day, null, NOW_S), 'interval', new RegExp(`2880 buckets.*at most ${MAX_BUCKETS}`));
+  assert.equal(buckets(planMetrics({ metrics: ['requests'], interval: '1h' }, day, null, NOW_S)).length, 48);
+});
+
+test('a range is read from the coarsest level that covers each part: ended days, whole hours, minutes at the ends', () => {
+  const at = (d: number, h: number, m = 0) => (Date.UTC(2025, 6, d, h, m) / 1000);
+  const show = (r: ReturnType<typeof splitRange>) => r.map((x) => `${x.level} ${new Date(x.fromS * 1000).toISOString().slice(8, 16)}–${new Date(x.toS * 1000).toISOString().slice(8, 16)}`);
+  // A week from mid-hour to mid-hour, long ago.
+  assert.deepEqual(show(splitRange(at(1, 10, 30), at(8, 14, 15), null, NOW_S)), [
+    'minute 01T10:30–01T11:00', 'hour 01T11:00–02T00:00', 'day 02T00:00–08T00:00', 'hour 08T00:00–08T14:00', 'minute 08T14:00–08T14:15',
+  ]);
+  // Today's day has not ended (and yesterday only just): hours, not days.
+  assert.deepEqual(show(splitRange(at(6, 0), at(8, 3, 10), null, at(8, 0, 5))), ['day 06T00:00–07T00:00', 'hour 07T00:00–08T03:00', 'minute 08T03:00–08T03:10']);
+  assert.deepEqual(show(splitRange(at(6, 0), at(8, 3, 10), null, at(8, 0, 0) + DAY_SETTLE_S)), ['day 06T00:00–08T00:00', 'hour 08T00:00–08T03:00', 'minute 08T03:00–08T03:10']);
+  // An interval keeps out the levels it is finer than.
+  assert.deepEqual(show(splitRange(at(1, 10, 30), at(3, 2), 3600, NOW_S)), ['minute 01T10:30–01T11:00', 'hour 01T11:00–03T02:00']);
+  assert.deepEqual(show(splitRange(at(1, 10, 30), at(1, 12), 300, NOW_S)), ['minute 01T10:30–01T12:00']);
+  // Compiled: one UNION ALL of the levels, each with FINAL, its own time range and the filters.
+  const p = planMetrics({ metrics: ['requests', 'p99_ms'], group_by: ['team'], filters: { model: ['m'] } }, { fromNs: BigInt(at(1, 10, 30)) * 1_000_000_000n, toNs: BigInt(at(8, 14, 15)) * 1_000_000_000n }, null, NOW_S);
+  const text = compileMetrics(p, 'db').text;
+  assert.equal(text.match(/UNION ALL/g)?.length, 4);
+  assert.match(text, /SELECT day AS minute, team, requests, total_ns_q FROM db\.requests_agg_1d FINAL\n  WHERE day >= toDateTime\(1751414400, 'UTC'\) AND day < toDateTime\(1751932800, 'UTC'\) AND model IN \('m'\)/);
+  assert.match(text, /SELECT hour AS minute, team, requests, total_ns_q FROM db\.requests_agg_1h FINAL/);
 });
 
 test('request metrics compile to the request rollup with FINAL, the team scope and each filter as IN lists', () => {
   const p = plan({ metrics: ['requests', 'errors', 'p99_ms', 'ttft_p50_ms'], group_by: ['model', 'status_class'], filters: { status_class: ['5xx', '4xx'], model: ["it's"] } }, ['alpha']);
   const text = compileMetrics(p, 'sightline').text;
-  assert.match(text, /FROM sightline\.requests_agg_1m FINAL/);
-  assert.match(text, /minute >= toDateTime\(1751371200, 'UTC'\) AND minute < toDateTime\(1751371560, 'UTC'\)/);
-  assert.match(text, /team IN \('alpha'\)/);
+  assert.match(text, /FROM sightline\.requests_agg_1m FINAL\n  WHERE minute >= toDateTime\(1751371200, 'UTC'\) AND minute < toDateTime\(1751371560, 'UTC'\) AND team IN \('alpha'\)/);
+  assert.doesNotMatch(text, /UNION ALL/, 'six minutes: the minute rollup alone');
   assert.match(text, /status_class IN \(500, 400\)/);
   assert.match(text, /model IN \('it\\'s'\)/, 'values are bound as literals');
   assert.match(text, /quantilesTDigestMerge\(0\.5, 0\.95, 0\.99\)\(total_ns_q\) AS q_total/);
@@ -66,7 +88,7 @@ test('request metrics compile to the request rollup with FINAL, the team scope a
 test('stage queries read the stage rollup; an interval adds the bucket; the top groups restrict the series', () => {
   const p = plan({ metrics: ['requests', 'p50_ms', 'errors'], group_by: ['stage'], interval: '1m', limit: 3 });
   const top = compileTopGroups(p, 'db').text;
-  assert.match(top, /SELECT stage AS d_stage, sum\(spans\) AS n FROM db\.stages_agg_1m FINAL/);
+  assert.match(top, /SELECT stage AS d_stage, sum\(spans\) AS n FROM \(SELECT minute, stage, spans FROM db\.stages_agg_1m FINAL/);
   assert.match(top, /LIMIT 4$/);
   const text = compileMetrics(p, 'db', { top: [{ d_stage: 'parse', n: 1 }, { d_stage: 'upstream.wait', n: 1 }] }).text;
   assert.match(text, /intDiv\(toUInt32\(minute\), 60\) \* 60 AS t/);
@@ -74,12 +96,12 @@ test('stage queries read the stage rollup; an interval adds the bucket; the top 
   assert.match(text, /AND stage IN \('parse', 'upstream\.wait'\)/);
   assert.match(text, /GROUP BY t, d_stage\nORDER BY t, n DESC, d_stage$/);
   assert.equal(seriesLimit(p), 3);
-  assert.equal(seriesLimit(planMetrics({ metrics: ['requests'], interval: '1m', group_by: ['model'], limit: 1000 }, { fromNs: ns(T0), toNs: ns(T0 + 86_400_000) }, null)), Math.floor(50_000 / 1440));
+  assert.equal(seriesLimit(planMetrics({ metrics: ['requests'], interval: '1m', group_by: ['model'], limit: 1000 }, { fromNs: ns(T0), toNs: ns(T0 + 86_400_000) }, null, NOW_S)), Math.floor(50_000 / 1440));
 });
 
 test('cost is priced per rollup row with its model\'s prices, so it is right without model in group_by', () => {
   const p = plan({ metrics: ['cost_usd'], group_by: ['team'] });
-  assert.match(compileModels(p, 'db').text, /SELECT DISTINCT model FROM db\.requests_agg_1m WHERE/);
+  assert.match(compileModels(p, 'db').text, /SELECT DISTINCT model FROM \(SELECT minute, model FROM db\.requests_agg_1m\n  WHERE/);
   const prices = [
     { model: 'gpt-4o', price: { input: 2.5, output: 10, cacheRead: 1.25, cacheWrite: 2.5 } },
     { model: 'claude-x', price: { input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75 } },

@@ -35,7 +35,7 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
       const tables = await store.query<{ name: string }>(sql`SELECT name FROM system.tables WHERE database = ${store.database} ORDER BY name`);
       assert.deepEqual(
         tables.map((t) => t.name),
-        ['ingest_batches', 'requests', 'requests_1m', 'requests_agg_1m', 'rollup_state', 'schema_migrations', 'spans', 'stage_spans', 'stage_spans_mv', 'stages_agg_1m'],
+        ['ingest_batches', 'requests', 'requests_1m', 'requests_agg_1d', 'requests_agg_1h', 'requests_agg_1m', 'rollup_state', 'schema_migrations', 'spans', 'stage_spans', 'stage_spans_mv', 'stages_agg_1d', 'stages_agg_1h', 'stages_agg_1m'],
       );
     });
 

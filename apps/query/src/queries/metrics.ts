@@ -3,12 +3,15 @@
  * schema, its checks, the SQL it compiles to (through the branded `Sql` type) and the
  * shaping of the rows — so it is tested without a server (test/metrics-compile.test.ts).
  *
- * Aggregates come from the per-minute rollups (migration 005), never from raw spans:
- * `requests_agg_1m` for request metrics, `stages_agg_1m` when the query is about stages
- * (`stage` in `group_by` or in `filters`), where the latency metrics are the stage's.
- * Counts, token sums and cost are exact; percentiles merge t-digest states, so they are
- * estimates (docs/api.md). Cost is computed in SQL per rollup row with that row's model's
- * prices (passed in as constants), so it is right whatever the grouping.
+ * Aggregates come from the rollups (migration 005), never from raw spans: `requests_agg_*`
+ * for request metrics, `stages_agg_*` when the query is about stages (`stage` in `group_by`
+ * or in `filters`), where the latency metrics are the stage's. A range is read from the
+ * coarsest level that covers each part of it (splitRange): whole days from the day rollup,
+ * whole hours from the hour rollup, the ragged ends from the minutes, all merged in one
+ * query — so 30 days read about 30 days' rows, not 43 200 minutes'. Counts, token sums and
+ * cost are exact; percentiles merge t-digest states, so they are estimates (docs/api.md).
+ * Cost is computed in SQL per rollup row with that row's model's prices (passed in as
+ * constants), so it is right whatever the grouping.
  */
 import { ident, join, sql, table, type Sql } from '@sightline/store';
 import { QueryError } from '../errors.js';
@@ -116,11 +119,88 @@ export interface MetricsBody {
   limit?: number;
 }
 
+/** A part of a range read from one level of the rollups: [fromS, toS), Unix seconds. */
+export interface LevelRange {
+  level: 'minute' | 'hour' | 'day';
+  fromS: number;
+  toS: number;
+}
+
+/**
+ * A day is read from the day rollup once it ended this long ago: the ingester computes a
+ * day when it has ended (apps/ingester/src/rollup.ts), where hours are computed with their
+ * minutes. Until then the day is read from its hours.
+ */
+export const DAY_SETTLE_S = 600;
+
+const HOUR_S = 3600;
+const DAY_S = 86_400;
+
+/**
+ * [fromS, toS) (whole minutes) split by level: whole days (ended DAY_SETTLE_S before
+ * `nowS`) from the day rollup, whole hours from the hour rollup, the rest from the minutes.
+ * An interval shorter than a level keeps it out (5-minute buckets need minutes).
+ */
+export function splitRange(fromS: number, toS: number, intervalS: number | null, nowS: number): LevelRange[] {
+  const out: LevelRange[] = [];
+  const add = (level: LevelRange['level'], a: number, b: number) => {
+    if (a < b) out.push({ level, fromS: a, toS: b });
+  };
+  const up = (t: number, size: number) => (t % size === 0 ? t : t - (t % size) + size);
+  const down = (t: number, size: number) => t - (t % size);
+  const hours = intervalS === null || intervalS % HOUR_S === 0;
+  const days = intervalS === null || intervalS % DAY_S === 0;
+  const hoursAndMinutes = (a: number, b: number) => {
+    const h0 = up(a, HOUR_S);
+    const h1 = down(b, HOUR_S);
+    if (!hours || h1 <= h0) return add('minute', a, b);
+    add('minute', a, h0);
+    add('hour', h0, h1);
+    add('minute', h1, b);
+  };
+  const d0 = up(fromS, DAY_S);
+  const d1 = Math.min(down(toS, DAY_S), down(nowS - DAY_SETTLE_S, DAY_S));
+  if (!days || d1 <= d0) {
+    hoursAndMinutes(fromS, toS);
+    return out;
+  }
+  hoursAndMinutes(fromS, d0);
+  add('day', d0, d1);
+  hoursAndMinutes(d1, toS);
+  return out;
+}
+
+const LEVEL = {
+  minute: { column: 'minute', suffix: '1m' },
+  hour: { column: 'hour', suffix: '1h' },
+  day: { column: 'day', suffix: '1d' },
+} as const;
+
+/**
+ * The rows of a rollup over `ranges`, each part from its level's table (with FINAL, unless
+ * only distinct values are wanted), as one UNION ALL whose time column is `minute`.
+ * `columns` are passed through; `where` (filters, no time) applies to every part.
+ */
+export function rollupSource(database: string, kind: 'requests' | 'stages', ranges: readonly LevelRange[], columns: readonly string[], where: Sql | null, final = true): Sql {
+  const parts = ranges.map((r) => {
+    const L = LEVEL[r.level];
+    const time = ident(L.column);
+    const cols = [r.level === 'minute' ? time : sql`${time} AS minute`, ...columns.map((c) => ident(c))];
+    return sql`SELECT ${join(cols, sql`, `)} FROM ${table(database, `${kind}_agg_${L.suffix}`)}${final ? sql` FINAL` : sql``}
+  WHERE ${time} >= toDateTime(${r.fromS}, 'UTC') AND ${time} < toDateTime(${r.toS}, 'UTC')${where === null ? sql`` : sql` AND ${where}`}`;
+  });
+  return sql`(${join(parts, sql`
+  UNION ALL
+  `)})`;
+}
+
 export interface MetricsPlan {
   mode: 'requests' | 'stages';
   /** Whole minutes, Unix seconds: [fromS, toS). */
   fromS: number;
   toS: number;
+  /** The range by rollup level (splitRange). */
+  ranges: LevelRange[];
   metrics: Metric[];
   groupBy: Dimension[];
   /** Seconds per bucket, or null: one row per group over the whole range. */
@@ -136,7 +216,7 @@ export interface MetricsPlan {
  * Checks a validated body against what the rollups can answer and resolves its range.
  * `teams`: the caller's scope (auth.ts). Throws a 400 naming the field.
  */
-export function planMetrics(body: MetricsBody, range: { fromNs: bigint; toNs: bigint }, teams: string[] | null): MetricsPlan {
+export function planMetrics(body: MetricsBody, range: { fromNs: bigint; toNs: bigint }, teams: string[] | null, nowS: number): MetricsPlan {
   const groupBy = body.group_by ?? [];
   const filters = body.filters ?? {};
   const stages = groupBy.includes('stage') || filters.stage !== undefined;
@@ -157,6 +237,7 @@ export function planMetrics(body: MetricsBody, range: { fromNs: bigint; toNs: bi
     mode: stages ? 'stages' : 'requests',
     fromS: fromS - (fromS % 60),
     toS: toRaw % 60 === 0 ? toRaw : toRaw + 60 - (toRaw % 60),
+    ranges: [],
     metrics: body.metrics,
     groupBy,
     intervalS: body.interval === undefined ? null : INTERVALS[body.interval],
@@ -164,6 +245,7 @@ export function planMetrics(body: MetricsBody, range: { fromNs: bigint; toNs: bi
     teams,
     limit: body.limit ?? 100,
   };
+  plan.ranges = splitRange(plan.fromS, plan.toS, plan.intervalS, nowS);
   if (plan.intervalS !== null) {
     const n = buckets(plan).length;
     if (n > MAX_BUCKETS) throw new QueryError('bad_parameter', `interval ${body.interval} makes ${n} buckets from \`from\` to \`to\`; at most ${MAX_BUCKETS}: choose a longer interval or a shorter range`, { field: 'interval' });
@@ -185,8 +267,36 @@ export function seriesLimit(plan: MetricsPlan): number {
   return Math.max(1, Math.min(plan.limit, Math.floor(MAX_POINTS / Math.max(1, buckets(plan).length))));
 }
 
-function source(plan: MetricsPlan, database: string): Sql {
-  return table(database, plan.mode === 'stages' ? 'stages_agg_1m' : 'requests_agg_1m');
+/** The rollup columns a plan reads: its dimensions, and what its metrics are made of. */
+function sourceColumns(plan: MetricsPlan): string[] {
+  const want = new Set(plan.metrics);
+  const has = (...m: Metric[]) => m.some((x) => want.has(x));
+  const cols = plan.groupBy.map((d) => COLUMN[d]);
+  if (plan.mode === 'stages') {
+    cols.push('spans');
+    if (has('errors', 'error_rate')) cols.push('errors');
+    if (has('mean_ms')) cols.push('duration_ns_sum');
+    if (has('p50_ms', 'p95_ms', 'p99_ms')) cols.push('duration_ns_q');
+  } else {
+    cols.push('requests');
+    if (has('errors', 'error_rate')) cols.push('errors');
+    if (has('aborted')) cols.push('aborted');
+    if (has('streams')) cols.push('streams');
+    if (has('mean_ms')) cols.push('total_ns_sum');
+    if (has('gateway_mean_ms')) cols.push('gateway_ns_sum');
+    if (has('ttft_mean_ms')) cols.push('ttft_ns_sum', 'ttft_count');
+    if (has('p50_ms', 'p95_ms', 'p99_ms')) cols.push('total_ns_q');
+    if (has('gateway_p50_ms', 'gateway_p95_ms', 'gateway_p99_ms')) cols.push('gateway_ns_q');
+    if (has('ttft_p50_ms', 'ttft_p95_ms', 'ttft_p99_ms')) cols.push('ttft_ns_q');
+    for (const m of ['input_tokens', 'output_tokens', 'cache_read_tokens', 'cache_write_tokens'] as const) if (want.has(m)) cols.push(m);
+    if (want.has('cost_usd')) cols.push('model', 'input_tokens', 'output_tokens', 'cache_read_tokens', 'cache_write_tokens');
+  }
+  return [...new Set(cols)];
+}
+
+function source(plan: MetricsPlan, database: string, columns: readonly string[], extra: Sql | null = null): Sql {
+  const where = whereOf(plan);
+  return rollupSource(database, plan.mode, plan.ranges, columns, where === null ? extra : extra === null ? where : sql`${where} AND ${extra}`);
 }
 
 /** Aliases never reuse a column's name: an alias shadows the column in every other expression. */
@@ -198,8 +308,9 @@ function column(d: Dimension): Sql {
   return ident(COLUMN[d]);
 }
 
-function whereOf(plan: MetricsPlan): Sql {
-  const c: Sql[] = [sql`minute >= toDateTime(${plan.fromS}, 'UTC') AND minute < toDateTime(${plan.toS}, 'UTC')`];
+/** The plan's team scope and filters (the time range is each part's: rollupSource). */
+function whereOf(plan: MetricsPlan): Sql | null {
+  const c: Sql[] = [];
   if (plan.teams !== null) c.push(sql`team IN (${join(plan.teams.map((t) => sql`${t}`), sql`, `)})`);
   for (const d of DIMENSIONS) {
     const values = plan.filters[d];
@@ -207,7 +318,7 @@ function whereOf(plan: MetricsPlan): Sql {
     const literals = d === 'status_class' ? values.map((v) => sql`${Number(v[0]) * 100}`) : values.map((v) => sql`${v}`);
     c.push(sql`${column(d)} IN (${join(literals, sql`, `)})`);
   }
-  return join(c, sql` AND `);
+  return c.length === 0 ? null : join(c, sql` AND `);
 }
 
 function dimsSelect(plan: MetricsPlan): Sql[] {
@@ -216,7 +327,7 @@ function dimsSelect(plan: MetricsPlan): Sql[] {
 
 /** The models with rows in the plan's range: their prices go into the cost expression. */
 export function compileModels(plan: MetricsPlan, database: string): Sql {
-  return sql`SELECT DISTINCT model FROM ${table(database, 'requests_agg_1m')} WHERE ${whereOf(plan)} LIMIT 10001`;
+  return sql`SELECT DISTINCT model FROM ${rollupSource(database, 'requests', plan.ranges, ['model'], whereOf(plan), false)} LIMIT 10001`;
 }
 
 /**
@@ -226,7 +337,8 @@ export function compileModels(plan: MetricsPlan, database: string): Sql {
 export function compileTopGroups(plan: MetricsPlan, database: string): Sql {
   const n = plan.mode === 'stages' ? sql`sum(spans)` : sql`sum(requests)`;
   const dims = plan.groupBy.map(dimAlias);
-  return sql`SELECT ${join(dimsSelect(plan), sql`, `)}, ${n} AS n FROM ${source(plan, database)} FINAL WHERE ${whereOf(plan)}
+  const columns = [...plan.groupBy.map((d) => COLUMN[d]), plan.mode === 'stages' ? 'spans' : 'requests'];
+  return sql`SELECT ${join(dimsSelect(plan), sql`, `)}, ${n} AS n FROM ${source(plan, database, columns)}
 GROUP BY ${join(dims, sql`, `)} ORDER BY n DESC, ${join(dims, sql`, `)} LIMIT ${seriesLimit(plan) + 1}`;
 }
 
@@ -284,20 +396,20 @@ export function compileMetrics(plan: MetricsPlan, database: string, opts: { pric
       }
     }
   }
-  let where = whereOf(plan);
+  let top: Sql | null = null;
   if (opts.top !== undefined && plan.groupBy.length > 0) {
     // The kept groups: each dimension's values, then the exact combinations in code.
     const per = plan.groupBy.map((d) => {
       const values = [...new Set(opts.top!.map((g) => String(g[`d_${d}`] ?? '')))];
       return sql`${column(d)} IN (${join(values.map((v) => (d === 'status_class' ? sql`${Number(v)}` : sql`${v}`)), sql`, `)})`;
     });
-    where = sql`${where} AND ${join(per, sql` AND `)}`;
+    top = join(per, sql` AND `);
   }
+  const columns = sourceColumns(plan);
   const groupCols = [...(plan.intervalS !== null ? [sql`t`] : []), ...plan.groupBy.map(dimAlias)];
   const order = [...(plan.intervalS !== null ? [sql`t`] : []), sql`n DESC`, ...plan.groupBy.map(dimAlias)];
   return sql`SELECT ${join(cols, sql`, `)}
-FROM ${source(plan, database)} FINAL
-WHERE ${where}${groupCols.length > 0 ? sql`
+FROM ${source(plan, database, columns, top)}${groupCols.length > 0 ? sql`
 GROUP BY ${join(groupCols, sql`, `)}` : sql``}
 ORDER BY ${join(order, sql`, `)}${plan.intervalS === null && plan.groupBy.length > 0 ? sql` LIMIT ${plan.limit + 1}` : sql``}`;
 }

@@ -53,7 +53,7 @@ export function registerMetricsRoutes(app: FastifyInstance, ctx: { store: Store;
       if (own !== null) for (const t of b.filters?.team ?? []) teamScope(req.caller, t);
       const teams = own !== null ? [own] : (b.filters?.team ?? null);
       const range = rangeParams({ from: b.from === undefined ? undefined : String(b.from), to: b.to === undefined ? undefined : String(b.to) }, RANGES.metrics);
-      const plan = planMetrics(b, range, teams);
+      const plan = planMetrics(b, range, teams, Math.floor(Date.now() / 1000));
       const db = ctx.store.database;
 
       let prices: ModelPrice[] = [];
