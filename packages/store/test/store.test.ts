@@ -105,6 +105,12 @@ FROM ${table(db, 'requests')} FINAL WHERE team = 't' GROUP BY minute, team, key_
       await store.command(sql`INSERT INTO ${table(db, 'stages_agg_1m')} (minute, team, key_id, model, provider, stage, spans, duration_ns_sum, duration_ns_q, version)
 SELECT minute, team, key_id, model, provider, stage, count(), sum(duration_ns), quantilesTDigestState(0.5, 0.95, 0.99)(duration_ns), 1
 FROM ${table(db, 'stage_spans')} FINAL WHERE trace_id = ${traceId} GROUP BY minute, team, key_id, model, provider, stage`);
+      await store.command(sql`INSERT INTO ${table(db, 'stages_agg_1h')} (hour, team, key_id, model, provider, stage, spans, duration_ns_q, version)
+SELECT toStartOfHour(minute) AS hour, team, key_id, model, provider, stage, sum(spans), quantilesTDigestMergeState(0.5, 0.95, 0.99)(duration_ns_q), 1
+FROM ${table(db, 'stages_agg_1m')} FINAL GROUP BY hour, team, key_id, model, provider, stage`);
+      await store.command(sql`INSERT INTO ${table(db, 'requests_agg_1d')} (day, team, key_id, model, provider, dialect, status_class, requests, errors, version)
+SELECT toStartOfDay(minute) AS day, team, key_id, model, provider, dialect, status_class, sum(requests), sum(errors), 1
+FROM ${table(db, 'requests_agg_1m')} FINAL GROUP BY day, team, key_id, model, provider, dialect, status_class`);
       for (const q of queries) {
         // The docs are ours, checked in like the migrations: trusted text.
         const rows = await store.query<Record<string, unknown>>(trustedSql(q));
