@@ -252,7 +252,10 @@ export class Ingester {
     }
     if (this.#rollup !== null) {
       const minutes = new Set<number>();
+      // Spans too: a stage span counts in the minute it started, which a long request's
+      // later stages may not share with the request (rollup.ts).
       for (const r of requests) minutes.add(r.start_time - (r.start_time % 60));
+      for (const s of spans) minutes.add(s.start_time - (s.start_time % 60));
       this.#rollup.touch(minutes);
     }
     return null;

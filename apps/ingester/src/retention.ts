@@ -11,9 +11,11 @@
 import { sql, table, type Store } from '@sightline/store';
 
 /** Tables partitioned by day that follow the general setting. */
-const DAILY_TABLES = ['spans', 'requests', 'ingest_batches'] as const;
+const DAILY_TABLES = ['spans', 'requests', 'ingest_batches', 'stage_spans'] as const;
 /** Tables partitioned by day that follow the content setting. */
 const CONTENT_TABLES = ['content'] as const;
+/** The rollups, partitioned by month. */
+const MONTHLY_TABLES = ['requests_1m', 'requests_agg_1m', 'requests_agg_1h', 'requests_agg_1d', 'stages_agg_1m', 'stages_agg_1h', 'stages_agg_1d'] as const;
 
 /** `YYYYMMDD` (UTC) of the day `days` days before `nowMs`. */
 function cutoffDay(nowMs: number, days: number): number {
@@ -58,16 +60,18 @@ export class Retention {
       return n;
     }
     n += await this.#dropDays(DAILY_TABLES, this.days, nowMs);
-    // The monthly rollup keeps whole months older than the cut-off's month.
+    // The monthly rollups keep whole months older than the cut-off's month.
     const monthCut = Math.floor(cutoffDay(nowMs, this.days) / 100);
-    const rparts = await this.store.query<{ partition: string }>(
-      sql`SELECT DISTINCT partition FROM system.parts WHERE database = ${this.store.database} AND table = 'requests_1m' AND active`,
-    );
-    for (const p of rparts) {
-      const month = Number(p.partition.replace(/'/g, ''));
-      if (!Number.isInteger(month) || month >= monthCut) continue;
-      await this.store.command(sql`ALTER TABLE ${table(this.store.database, 'requests_1m')} DROP PARTITION ${month}`);
-      n++;
+    for (const name of MONTHLY_TABLES) {
+      const rparts = await this.store.query<{ partition: string }>(
+        sql`SELECT DISTINCT partition FROM system.parts WHERE database = ${this.store.database} AND table = ${name} AND active`,
+      );
+      for (const p of rparts) {
+        const month = Number(p.partition.replace(/'/g, ''));
+        if (!Number.isInteger(month) || month >= monthCut) continue;
+        await this.store.command(sql`ALTER TABLE ${table(this.store.database, name)} DROP PARTITION ${month}`);
+        n++;
+      }
     }
     this.dropped += n;
     return n;

@@ -64,6 +64,8 @@ export async function startIngester(opts: StartIngesterOptions): Promise<Ingeste
   const rollup = new Rollup(opts.store, 2_000, log);
   const ingester = new Ingester({ consumer: opts.consumer, store: opts.store, log, name: opts.name, rollup, redactPersonal: opts.redactPersonal === undefined ? redactPersonal : opts.redactPersonal });
   ingester.start();
+  // Rollups of data older than migration 005, and minutes a crashed ingester left dirty.
+  void rollup.reconcile().catch((e: unknown) => log(`rollup reconciliation failed (retried at the next start): ${(e as Error).message.split('\n')[0]}`));
   const retention = new Retention(opts.store, opts.retentionDays ?? 0, log, opts.contentRetentionDays ?? opts.retentionDays ?? 0);
   retention.start();
   let app: FastifyInstance | null = null;

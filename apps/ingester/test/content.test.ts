@@ -168,7 +168,8 @@ test('policy redacted: personal data goes through the injected redactor before C
   const withheldBefore = ingester.stats.contentWithheld;
   const other = make(2);
   await publish(batchOf(gw, 2, [other]));
-  await waitFor('request written', async () => (await count(store, sql`SELECT count() AS n FROM ${T('requests')} FINAL WHERE trace_id = ${other.traceId}`)) === 1);
+  // The counters move once the whole batch is written (after the request row is visible).
+  await waitFor('request written and counted', async () => (await count(store, sql`SELECT count() AS n FROM ${T('requests')} FINAL WHERE trace_id = ${other.traceId}`)) === 1 && ingester.stats.contentWithheld > withheldBefore);
   assert.equal(ingester.stats.contentWithheld - withheldBefore, 1);
   assert.equal(await count(store, sql`SELECT count() AS n FROM ${T('content')} WHERE trace_id = ${other.traceId}`), 0);
   for (const who of ['alice', 'carol', 'dave']) assert.equal(await mentions(`${who}-${gw}@`), 0, `${who}'s address is in ClickHouse`);

@@ -9,7 +9,7 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { ClickHouseServerStore, migrate, sql, table, type Sql } from '@sightline/store';
+import { ClickHouseServerStore, ident, migrate, sql, table, type Sql } from '@sightline/store';
 import { connectNats, ensureStream, MemoryBus, NatsConsumer, NatsPublisher, DEADLETTER_STREAM, STREAM_NAME, DURABLE_NAME } from '@sightline/bus';
 import { Ingester, Rollup, Retention, renderIngesterMetrics } from '@sightline/app-ingester';
 import { SpanBuilder } from '@sightline/spans';
@@ -199,24 +199,90 @@ test('while ClickHouse is down nothing is acknowledged; after it is back everyth
   assert.equal(await count(sql`SELECT uniqExact(trace_id) AS n FROM ${table('sightline', 'requests')} WHERE instance = ${gw.instance}`), 6);
 });
 
-test('the per-minute rollup matches the requests table exactly, redeliveries included', async () => {
+test('the per-minute rollups match the raw tables exactly, redeliveries included', async () => {
   const gw = new Gateway();
   const b = gw.batch(5);
   await publish(b, 'rollup-1');
   await publish(b, 'rollup-1-redelivered');
   await waitFor('both writes', async () => (await gw.ledgerRows(b.batch)) === 2);
-  // The gateway's team is its instance name: the rollup has no instance column.
+  // The gateway's team is its instance name: the rollups have no instance column.
   const team = gw.instance;
-  await waitFor('rollup caught up', async () => {
+  const rolled = (t: string, col = 'requests') => count(sql`SELECT sum(${ident(col)}) AS n FROM ${table('sightline', t)} FINAL WHERE team = ${team}`);
+  await waitFor('rollups caught up', async () => {
     await rollup.flush();
-    const rolled = await count(sql`SELECT sum(requests) AS n FROM ${table('sightline', 'requests_1m')} FINAL WHERE team = ${team}`);
-    return rolled === 5;
+    return (await rolled('requests_1m')) === 5 && (await rolled('requests_agg_1m')) === 5 && (await rolled('stages_agg_1m', 'spans')) === 15;
   }, 20_000);
   assert.equal(await gw.requests(), 5);
   const errors = await count(sql`SELECT sum(errors) AS n FROM ${table('sightline', 'requests_1m')} FINAL WHERE team = ${team}`);
   assert.equal(errors, await count(sql`SELECT countIf(http_status >= 400) AS n FROM ${table('sightline', 'requests')} FINAL WHERE team = ${team}`));
   assert.equal(errors, 5);
+  assert.equal(await rolled('requests_agg_1m', 'errors'), 5);
+  // Each refused request has three stage spans (ingress.read, parse failed, egress.write).
+  const stages = await store.query<{ stage: string; spans: string; errors: string }>(
+    sql`SELECT stage, sum(spans) AS spans, sum(errors) AS errors FROM ${table('sightline', 'stages_agg_1m')} FINAL WHERE team = ${team} GROUP BY stage ORDER BY stage`,
+  );
+  assert.deepEqual(stages.map((r) => [r.stage, Number(r.spans), Number(r.errors)]), [['egress.write', 5, 0], ['ingress.read', 5, 0], ['parse', 5, 5]]);
   assert.equal(rollup.failed, 0);
+});
+
+test('hours are rolled up with their minutes; a day once it has ended, from its hours', async () => {
+  const gw = new Gateway();
+  const team = gw.instance;
+  const built = gw.batchV1(3);
+  await store.insert('spans', built.spans);
+  await store.insert('requests', built.requests);
+  const startS = built.requests[0]!.start_time;
+  // A clock that can be moved to tomorrow.
+  let nowMs = startS * 1000;
+  const r = new Rollup(store, 60_000, () => {}, () => nowMs);
+  const sum = (t: string, col = 'requests') => count(sql`SELECT sum(${ident(col)}) AS n FROM ${table('sightline', t)} FINAL WHERE team = ${team}`);
+  r.touch(built.requests.map((q) => q.start_time));
+  await r.flush();
+  assert.deepEqual([await sum('requests_agg_1m'), await sum('requests_agg_1h'), await sum('requests_agg_1d')], [3, 3, 0], 'today has not ended');
+  assert.deepEqual([await sum('stages_agg_1m', 'spans'), await sum('stages_agg_1h', 'spans'), await sum('stages_agg_1d', 'spans')], [9, 9, 0]);
+  nowMs = (startS - (startS % 86400) + 86400) * 1000 + 1000;
+  await r.flush();
+  assert.deepEqual([await sum('requests_agg_1d'), await sum('stages_agg_1d', 'spans')], [3, 9], 'the day, once it ended');
+  // The percentile states merged up the levels agree.
+  const q = (t: string) => store.query<{ q: number[] }>(sql`SELECT quantilesTDigestMerge(0.5, 0.95, 0.99)(total_ns_q) AS q FROM ${table('sightline', t)} FINAL WHERE team = ${team}`);
+  assert.deepEqual((await q('requests_agg_1d'))[0]!.q, (await q('requests_agg_1m'))[0]!.q);
+  r.stop();
+});
+
+test('reconcile copies stage spans from before the rollups existed and recomputes days the rollups miss, once', async () => {
+  const gw = new Gateway();
+  const team = gw.instance;
+  // Rows written straight to the tables three days ago, as if by an ingester that died
+  // before its rollup round (or before migration 005): no rollup has them.
+  const built = gw.batchV1(4);
+  const day = Math.floor(Date.now() / 1000) - 3 * 86400;
+  const dayNum = Number(new Date(day * 1000).toISOString().slice(0, 10).replaceAll('-', ''));
+  for (const r of built.requests) r.start_time = day;
+  for (const s of built.spans) s.start_time = day;
+  await store.insert('spans', built.spans);
+  await store.insert('requests', built.requests);
+  // Older than the view that fills stage_spans: not there.
+  await store.command(sql`ALTER TABLE ${table('sightline', 'stage_spans')} DROP PARTITION ${dayNum}`);
+  const agg = (t: string, col: string) => count(sql`SELECT sum(${ident(col)}) AS n FROM ${table('sightline', t)} FINAL WHERE team = ${team}`);
+  assert.equal(await agg('requests_agg_1m', 'requests'), 0);
+
+  const r = await new Rollup(store).reconcile();
+  assert.ok(r.copiedDays.includes(dayNum), JSON.stringify(r));
+  assert.ok(r.requestDays.includes(dayNum), JSON.stringify(r));
+  assert.ok(r.stageDays.includes(dayNum), JSON.stringify(r));
+  assert.equal(await agg('requests_agg_1m', 'requests'), 4);
+  assert.equal(await agg('requests_1m', 'requests'), 4);
+  assert.equal(await agg('stages_agg_1m', 'spans'), 12);
+  assert.equal(await count(sql`SELECT count() AS n FROM ${table('sightline', 'stage_spans')} FINAL WHERE team = ${team}`), 12);
+  for (const level of ['1h', '1d']) {
+    assert.equal(await agg(`requests_agg_${level}`, 'requests'), 4, level);
+    assert.equal(await agg(`stages_agg_${level}`, 'spans'), 12, level);
+  }
+
+  // Done once: the next start finds nothing to do for that day.
+  const again = await new Rollup(store).reconcile();
+  assert.deepEqual([again.copiedDays, again.requestDays.includes(dayNum), again.stageDays.includes(dayNum)], [[], false, false]);
+  assert.equal(await agg('requests_agg_1m', 'requests'), 4);
 });
 
 test('retention drops daily partitions older than the setting, and nothing newer', async () => {

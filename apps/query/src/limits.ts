@@ -50,10 +50,16 @@ export const RANGES = {
   capture: { defaultHours: 1, maxDays: 31 },
   /** From the per-minute rollup, cheap per day: about a year (and a month) of it. */
   usage: { defaultHours: 24, maxDays: 400 },
+  /** From the per-minute rollups, like usage. */
+  metrics: { defaultHours: 24, maxDays: 400 },
+  /** The listing reads raw requests a window of days at a time, newest first (queries/requests.ts). */
+  requests: { defaultHours: 24, maxDays: 31 },
 } as const satisfies Record<string, RangeLimit>;
 
 /** How to narrow a query to each endpoint, for the 422's message. */
 export const NARROWING: Record<string, string> = {
+  '/v1/requests': 'ask for a shorter range (from/to), add filters, or a smaller limit',
+  '/v1/metrics': 'ask for a shorter range, a longer interval, fewer metrics, or group by fewer dimensions',
   '/v1/requests/:traceId': 'this trace holds more than the query API reads at once; query its requests with SQL (docs/schema.md)',
   '/v1/stages': 'ask for a shorter range (from/to) or filter by model, provider or team',
   '/v1/usage': 'ask for a shorter range (from/to), filter by team, model or provider, or group by fewer keys',

@@ -1,20 +1,27 @@
 /**
- * The query API (docs/api.md): per-request waterfalls and per-stage percentiles, read
- * from ClickHouse.
+ * The query API (docs/api.md): captured requests and their waterfalls, per-stage
+ * percentiles, metrics, usage and cost, read from ClickHouse, team-scoped; the admin
+ * endpoints for keys and teams; and its own OpenAPI document.
+ *
+ * Every route declares the JSON schemas of its query string, path, body and responses:
+ * they validate requests (a bad or unknown field is a 400 naming it), shape responses, and
+ * are the document at `/openapi.json` (openapi.ts).
  */
-import Fastify, { type FastifyInstance } from 'fastify';
+import { createHmac } from 'node:crypto';
+import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import { StoreError, withReadLimits, type ReadLimits, type Store } from '@sightline/store';
-import { QueryError } from './errors.js';
-import { rangeParams, stringParam, traceIdParam } from './params.js';
-import { requestsByTrace } from './queries/trace.js';
-import { stageStats } from './queries/stages.js';
-import { captureHealth } from './queries/capture.js';
-import { usage, USAGE_KEYS, type UsageKey } from './queries/usage.js';
-import type { PriceOf } from './pricing.js';
-import { DEFAULT_READ_LIMITS, NARROWING, RANGES } from './limits.js';
 import { DirectoryError } from '@sightline/directory';
-import { authenticate, requireAdmin, teamScope, type QueryAuth } from './auth.js';
+import { QueryError } from './errors.js';
+import type { PriceOf } from './pricing.js';
+import { DEFAULT_READ_LIMITS, NARROWING } from './limits.js';
+import { authenticate, type QueryAuth } from './auth.js';
+import { CursorCodec } from './cursor.js';
+import { collectRoutes } from './openapi.js';
+import { ERRORS } from './schemas.js';
 import { registerAdminRoutes } from './routes/admin.js';
+import { registerRequestRoutes } from './routes/requests.js';
+import { registerMetricsRoutes } from './routes/metrics.js';
+import { registerStatsRoutes } from './routes/stats.js';
 
 export interface QueryServerOptions {
   store: Store;
@@ -24,6 +31,12 @@ export interface QueryServerOptions {
   limits?: ReadLimits;
   /** Authentication (admin token and key directory); null or absent: open, every caller is the admin. */
   auth?: QueryAuth | null;
+  /**
+   * Signs the cursors of `GET /v1/requests` (cursor.ts); at least 16 bytes. Replicas behind
+   * one load balancer need the same one. Default: derived from the admin token when
+   * authentication is on, else random at start (cursors then last as long as the process).
+   */
+  cursorSecret?: string | Uint8Array;
   log?: (msg: string) => void;
 }
 
@@ -35,13 +48,61 @@ const LIMIT_TEXT = {
   result: (l: ReadLimits) => `the answer has more rows than the query API returns (${l.maxResultRows})`,
 };
 
+/** With ajv's `verbose`, an issue also carries the schema it failed (`parentSchema`). */
+type ValidationIssue = NonNullable<FastifyError['validation']>[number] & { parentSchema?: Record<string, unknown> };
+
+/** `/filters/model/0` → `filters.model[0]`. */
+function fieldOf(instancePath: string, child?: unknown): string {
+  const parts = instancePath.split('/').slice(1);
+  if (typeof child === 'string') parts.push(child);
+  let out = '';
+  for (const p of parts) out += /^\d+$/.test(p) ? `[${p}]` : out === '' ? p : `.${p}`;
+  return out.slice(0, 96);
+}
+
+/** A schema validation failure as a 400 that names the field and says what it takes. */
+function validationError(context: string | undefined, v: ValidationIssue): QueryError {
+  const params = v.params as Record<string, unknown>;
+  const where = context === 'querystring' ? 'parameter' : context === 'params' ? 'path parameter' : 'field';
+  switch (v.keyword) {
+    case 'additionalProperties': {
+      const field = fieldOf(v.instancePath, params.additionalProperty);
+      const known = Object.keys((v.parentSchema?.properties ?? {}) as object);
+      return new QueryError('bad_parameter', `unknown ${where} \`${field}\`${known.length > 0 ? ` (expected ${known.join(', ')})` : ''}`, { field });
+    }
+    case 'required': {
+      const field = fieldOf(v.instancePath, params.missingProperty);
+      return new QueryError('bad_parameter', `${where} \`${field}\` is required`, { field });
+    }
+    case 'enum': {
+      const field = fieldOf(v.instancePath);
+      return new QueryError('bad_parameter', `${where} \`${field}\` must be one of ${(params.allowedValues as unknown[]).join(', ')}`, { field });
+    }
+    default: {
+      const field = fieldOf(v.instancePath);
+      return field === ''
+        ? new QueryError('bad_parameter', `the ${context === 'body' ? 'body' : where} ${v.message ?? 'is not valid'}`, { field: context === 'body' ? 'body' : null })
+        : new QueryError('bad_parameter', `${where} \`${field}\` ${v.message ?? 'is not valid'}`, { field });
+    }
+  }
+}
+
 export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
   const limits = opts.limits ?? DEFAULT_READ_LIMITS;
   // Every query of every endpoint goes through this: limited and read-only.
   const store = withReadLimits(opts.store, limits);
   const log = opts.log ?? (() => {});
   const auth = opts.auth ?? null;
-  const app = Fastify({ logger: false });
+  const priceOf = opts.priceOf ?? (() => null);
+  const cursors = new CursorCodec(opts.cursorSecret ?? (auth === null ? undefined : createHmac('sha256', auth.adminToken).update('sightline cursor v1').digest()));
+  const app = Fastify({
+    logger: false,
+    // Query strings arrive as text: coerce them to the schema's types. Unknown fields are
+    // refused (a 400 naming them), never silently dropped (fastify's default removes them);
+    // `verbose` gives the schema to the error, to list the fields a route takes.
+    ajv: { customOptions: { coerceTypes: 'array', removeAdditional: false, useDefaults: true, allErrors: false, verbose: true, allowUnionTypes: true } },
+  });
+  const openapi = collectRoutes(app);
   app.decorateRequest('caller', null);
   app.addHook('onRequest', async (req) => {
     req.caller = authenticate(req, auth, Date.now());
@@ -50,9 +111,10 @@ export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
   let failed = 0;
   let limited = 0;
 
-  app.setErrorHandler((err: Error & { statusCode?: number }, req, reply) => {
+  app.setErrorHandler((err: FastifyError, req, reply) => {
     let qe: QueryError;
     if (err instanceof QueryError) qe = err;
+    else if (err.validation !== undefined && err.validation.length > 0) qe = validationError(err.validationContext, err.validation[0]!);
     else if (err instanceof DirectoryError) qe = new QueryError(DIRECTORY_ERRORS[err.code], err.message, { cause: err, field: err.field });
     else if (err instanceof StoreError && err.limit !== null) {
       limited++;
@@ -76,69 +138,78 @@ export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
     served++;
   });
 
-  app.get('/healthz', async () => ({ ok: true, store: store.kind, database: store.database }));
-  app.get('/metrics', async (_req, reply) => {
-    reply.header('content-type', 'text/plain; version=0.0.4');
-    return `# HELP sightline_query_requests_total Query API requests served.\n# TYPE sightline_query_requests_total counter\nsightline_query_requests_total ${served}\n# HELP sightline_query_failures_total Query API requests that failed on our side.\n# TYPE sightline_query_failures_total counter\nsightline_query_failures_total ${failed}\n# HELP sightline_query_limited_total Query API requests whose query a limit stopped (422).\n# TYPE sightline_query_limited_total counter\nsightline_query_limited_total ${limited}\n`;
-  });
+  const open = { security: [] as Record<string, string[]>[], tags: ['service'] };
+  app.get(
+    '/healthz',
+    {
+      schema: {
+        ...open,
+        summary: 'Health',
+        response: { 200: { type: 'object', additionalProperties: false, required: ['ok', 'store', 'database'], properties: { ok: { type: 'boolean' }, store: { type: 'string', enum: ['clickhouse', 'chdb'] }, database: { type: 'string' } } }, ...ERRORS },
+      },
+    },
+    async () => ({ ok: true, store: store.kind, database: store.database }),
+  );
+  app.get(
+    '/metrics',
+    {
+      schema: {
+        ...open,
+        summary: 'Prometheus metrics of the query API',
+        response: { 200: { description: 'Prometheus text format 0.0.4', content: { 'text/plain': { schema: { type: 'string' } } } }, ...ERRORS },
+      },
+    },
+    async (_req, reply) => {
+      reply.header('content-type', 'text/plain; version=0.0.4');
+      return `# HELP sightline_query_requests_total Query API requests served.\n# TYPE sightline_query_requests_total counter\nsightline_query_requests_total ${served}\n# HELP sightline_query_failures_total Query API requests that failed on our side.\n# TYPE sightline_query_failures_total counter\nsightline_query_failures_total ${failed}\n# HELP sightline_query_limited_total Query API requests whose query a limit stopped (422).\n# TYPE sightline_query_limited_total counter\nsightline_query_limited_total ${limited}\n`;
+    },
+  );
+  app.get(
+    '/openapi.json',
+    {
+      schema: {
+        ...open,
+        summary: 'This document: OpenAPI 3.1, generated from the schemas that validate requests',
+        response: { 200: { type: 'object', additionalProperties: true, required: ['openapi', 'info', 'paths'], properties: { openapi: { type: 'string' } } }, ...ERRORS },
+      },
+    },
+    async () => openapi.document({ title: 'Sightline query API', version: '0.1.0' }),
+  );
 
-  app.get('/v1/whoami', async (req) => {
-    const c = req.caller;
-    if (c === null || c.kind === 'admin') return { kind: 'admin', team: null, key_id: null, scopes: ['admin'], authentication: auth !== null };
-    return { kind: 'key', team: c.key.team, key_id: c.key.id, name: c.key.name, scopes: c.key.scopes, authentication: true };
-  });
+  app.get(
+    '/v1/whoami',
+    {
+      schema: {
+        summary: 'The caller: the admin, or a key with its team and scopes',
+        tags: ['service'],
+        response: {
+          200: {
+            type: 'object',
+            additionalProperties: false,
+            required: ['kind', 'team', 'key_id', 'scopes', 'authentication'],
+            properties: {
+              kind: { type: 'string', enum: ['admin', 'key'] },
+              team: { type: ['string', 'null'] },
+              key_id: { type: ['string', 'null'] },
+              name: { type: 'string' },
+              scopes: { type: 'array', items: { type: 'string' } },
+              authentication: { type: 'boolean', description: 'False: the API is open (no admin token set) and answers everyone as the admin' },
+            },
+          },
+          ...ERRORS,
+        },
+      },
+    },
+    async (req) => {
+      const c = req.caller;
+      if (c === null || c.kind === 'admin') return { kind: 'admin', team: null, key_id: null, scopes: ['admin'], authentication: auth !== null };
+      return { kind: 'key', team: c.key.team, key_id: c.key.id, name: c.key.name, scopes: c.key.scopes, authentication: true };
+    },
+  );
 
   registerAdminRoutes(app, auth?.directory ?? null);
-
-  app.get<{ Params: { traceId: string } }>('/v1/requests/:traceId', async (req) => {
-    const traceId = traceIdParam(req.params.traceId);
-    const { requests, total, omitted } = await requestsByTrace(store, traceId, teamScope(req.caller, null));
-    if (requests.length === 0) throw new QueryError('not_found', `no request with trace id ${traceId} (capture reaches the store within seconds; retry shortly if it was just sent)`);
-    return { trace_id: traceId, total, omitted, requests };
-  });
-
-  app.get<{ Querystring: Record<string, unknown> }>('/v1/stages', async (req) => {
-    const q = req.query;
-    const { fromNs, toNs } = rangeParams(q, RANGES.stages);
-    const filter = { fromNs, toNs, model: stringParam('model', q.model), provider: stringParam('provider', q.provider), team: teamScope(req.caller, stringParam('team', q.team)) };
-    const stages = await stageStats(store, filter);
-    return {
-      from: new Date(Number(fromNs / 1_000_000n)).toISOString(),
-      to: new Date(Number(toNs / 1_000_000n)).toISOString(),
-      model: filter.model,
-      provider: filter.provider,
-      team: filter.team,
-      stages,
-    };
-  });
-
-  app.get<{ Querystring: Record<string, unknown> }>('/v1/usage', async (req) => {
-    const q = req.query;
-    const { fromNs, toNs } = rangeParams(q, RANGES.usage);
-    const groupRaw = stringParam('group_by', q.group_by) ?? 'team,model';
-    const groupBy = groupRaw.split(',').map((k) => k.trim()).filter((k) => k !== '');
-    for (const k of groupBy) {
-      if (!(USAGE_KEYS as readonly string[]).includes(k)) throw new QueryError('bad_parameter', `group_by takes ${USAGE_KEYS.join(', ')}; got "${k.slice(0, 32)}"`);
-    }
-    const fromS = Number(fromNs / 1_000_000_000n);
-    const toS = Number((toNs + 59_999_999_999n) / 1_000_000_000n);
-    const result = await usage(store, { fromS, toS: toS - (toS % 60), team: teamScope(req.caller, stringParam('team', q.team)), model: stringParam('model', q.model), provider: stringParam('provider', q.provider), groupBy: groupBy as UsageKey[] }, opts.priceOf ?? (() => null));
-    return { from: new Date((fromS - (fromS % 60)) * 1000).toISOString(), to: new Date((toS - (toS % 60)) * 1000).toISOString(), group_by: groupBy, ...result };
-  });
-
-  app.get<{ Querystring: Record<string, unknown> }>('/v1/capture', async (req) => {
-    // Capture health counts every team's requests per gateway instance: the operator's view.
-    requireAdmin(req.caller, 'capture health (served and captured requests of every team, per gateway instance)');
-    const q = req.query;
-    const { fromNs, toNs } = rangeParams(q, RANGES.capture);
-    const instance = stringParam('instance', q.instance);
-    const health = await captureHealth(store, fromNs, toNs, instance);
-    return {
-      from: new Date(Number(fromNs / 1_000_000n)).toISOString(),
-      to: new Date(Number(toNs / 1_000_000n)).toISOString(),
-      ...health,
-    };
-  });
-
+  registerRequestRoutes(app, { store, priceOf, cursors });
+  registerMetricsRoutes(app, { store, priceOf });
+  registerStatsRoutes(app, { store, priceOf });
   return app;
 }

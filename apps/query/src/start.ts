@@ -16,6 +16,8 @@ export interface StartQueryOptions {
   limits?: ReadLimits;
   /** Authentication; null or absent: open (every caller is the admin). */
   auth?: QueryAuth | null;
+  /** Signs `GET /v1/requests` cursors (server.ts); default derived from the admin token, else random. */
+  cursorSecret?: string | Uint8Array;
 }
 
 export interface QueryHandle {
@@ -25,7 +27,7 @@ export interface QueryHandle {
 }
 
 export async function startQuery(opts: StartQueryOptions): Promise<QueryHandle> {
-  const app = buildQueryServer({ store: opts.store, log: opts.log, priceOf: opts.priceOf, limits: opts.limits ?? readLimitsFromEnv(), auth: opts.auth ?? null });
+  const app = buildQueryServer({ store: opts.store, log: opts.log, priceOf: opts.priceOf, limits: opts.limits ?? readLimitsFromEnv(), auth: opts.auth ?? null, cursorSecret: opts.cursorSecret });
   // Loopback unless told otherwise (QUERY_HOST in the shipped file).
   const host = opts.host ?? '127.0.0.1';
   await app.listen({ port: opts.port, host });

@@ -19,6 +19,7 @@ import { Rollup } from '@sightline/app-ingester';
 import type { FastifyInstance } from 'fastify';
 import { ClickHouseServer } from '../../../test/support/servers.js';
 import { servedRecord } from '../../../test/support/records.js';
+import { checked, type Checked } from './checked.js';
 
 /**
  * A fixed clock: every row is stamped in the minute 2025-06-01 12:00 UTC, 20 s in, and every
@@ -46,6 +47,8 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
     let store: Store;
     let done: () => Promise<void>;
     let app: FastifyInstance;
+    /** `app.inject`, each answer checked against /openapi.json (checked.ts). */
+    let api: Checked;
     const builder = new SpanBuilder();
     let retriedTrace = '';
     /** One trace id sent by 2,000 requests (a client reusing its `traceparent`), an hour later. */
@@ -55,6 +58,7 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
       ({ store, done } = await open());
       await migrate(store);
       app = buildQueryServer({ store, priceOf: priceLookup([{ match: ['gpt-4o*'], inputPerMTok: 2.5, outputPerMTok: 10, cacheReadPerMTok: 1.25, cacheWritePerMTok: 2.5 }]) });
+      api = await checked(app);
       // Requests 1..10 served, 4 and 7 never captured; 2 delivered twice.
       const built = [1, 2, 3, 5, 6, 8, 9, 10].map((seq) => builder.build(toWire(record(seq, { retried: seq === 3 })), 'gw-q', ORIGIN_NS));
       retriedTrace = built[2]!.request.trace_id;
@@ -87,7 +91,7 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
     });
 
     test('capture health: served from request numbers, captured once, gaps are missing', async () => {
-      const res = await app.inject({ url: `/v1/capture?${RANGE}` });
+      const res = await api.inject({ url: `/v1/capture?${RANGE}` });
       assert.equal(res.statusCode, 200);
       const body = res.json() as { instances: { instance: string; served: number; captured: number; missing: number; minutes: { minute: string; served: number; captured: number }[] }[]; lag: { batches: number; p50_ms: number; max_ms: number } };
       const inst = body.instances.find((i) => i.instance === 'gw-q')!;
@@ -100,7 +104,7 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
     });
 
     test('a request with a retry: waterfall of stages, and each attempt listed', async () => {
-      const res = await app.inject({ url: `/v1/requests/${retriedTrace}` });
+      const res = await api.inject({ url: `/v1/requests/${retriedTrace}` });
       assert.equal(res.statusCode, 200);
       const body = res.json() as { total: number; omitted: number; requests: { total_ns: number; waterfall: { stage: string; duration_ns: number }[]; attempts: { attempt: number; status: number; ok: boolean }[] }[] };
       assert.equal(body.requests.length, 1);
@@ -114,7 +118,7 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
 
     test('a trace id reused by 2,000 requests: a bounded list, oldest first, and the count left out, within a second', async () => {
       const t0 = performance.now();
-      const res = await app.inject({ url: `/v1/requests/${crowdedTrace}` });
+      const res = await api.inject({ url: `/v1/requests/${crowdedTrace}` });
       const elapsedMs = performance.now() - t0;
       assert.equal(res.statusCode, 200);
       const body = res.json() as { total: number; omitted: number; requests: { seq: number; total_ns: number; waterfall: { stage: string; duration_ns: number }[]; attempts: { ok: boolean }[] }[] };
@@ -132,7 +136,7 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
     });
 
     test('a request stored twice is returned once', async () => {
-      const res = await app.inject({ url: `/v1/stages?model=gpt-4o&${RANGE}` });
+      const res = await api.inject({ url: `/v1/stages?model=gpt-4o&${RANGE}` });
       const body = res.json() as { stages: { stage: string; count: number; p50_ns: number }[] };
       const parse = body.stages.find((s) => s.stage === 'parse')!;
       assert.equal(parse.count, 8, 'each request counted once');
@@ -145,7 +149,7 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
       const rollup = new Rollup(store);
       await rollup.recompute(MINUTE_S);
       await rollup.recompute(MINUTE_S); // recomputing is idempotent
-      const res = await app.inject({ url: `/v1/usage?${RANGE}&group_by=team,model` });
+      const res = await api.inject({ url: `/v1/usage?${RANGE}&group_by=team,model` });
       assert.equal(res.statusCode, 200, res.body);
       const body = res.json() as { rows: { team: string; model: string; requests: number; input_tokens: number; output_tokens: number; cache_read_tokens: number; cost_usd: number | null }[]; total: { requests: number; cost_usd: number | null } };
       const row = body.rows.find((r) => r.team === 'search' && r.model === 'gpt-4o')!;
@@ -155,7 +159,7 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
       assert.equal(row.cache_read_tokens, 160);
       // 8 × (80 × 2.5 + 20 × 1.25 + 50 × 10) / 1e6
       assert.ok(Math.abs((row.cost_usd ?? 0) - 0.0058) < 1e-9, String(row.cost_usd));
-      const bad = await app.inject({ url: '/v1/usage?group_by=colour' });
+      const bad = await api.inject({ url: '/v1/usage?group_by=colour' });
       assert.equal(bad.statusCode, 400);
     });
 
@@ -163,20 +167,21 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
       const limits = { maxExecutionTimeS: 10, maxMemoryBytes: 1024 ** 3, maxResultRows: 2 };
       const rows = buildQueryServer({ store, limits });
       const memory = buildQueryServer({ store, limits: { ...limits, maxResultRows: 100_000, maxMemoryBytes: 1024 ** 2 } });
+      const [rowsApi, memoryApi] = [await checked(rows), await checked(memory)];
       try {
-        const res = await rows.inject({ url: `/v1/stages?${RANGE}` });
+        const res = await rowsApi.inject({ url: `/v1/stages?${RANGE}` });
         assert.equal(res.statusCode, 422, res.body);
         const b = res.json() as { error: { code: string; message: string } };
         assert.equal(b.error.code, 'query_too_large');
         assert.match(b.error.message, /more rows than the query API returns \(2\); ask for a shorter range \(from\/to\) or filter by model, provider or team/);
-        const mem = await memory.inject({ url: `/v1/requests/${crowdedTrace}` });
+        const mem = await memoryApi.inject({ url: `/v1/requests/${crowdedTrace}` });
         assert.equal(mem.statusCode, 422, mem.body);
         assert.match((mem.json() as { error: { message: string } }).error.message, /more memory than the query API allows \(1 MiB\); .* with SQL/);
-        const metrics = await rows.inject({ url: '/metrics' });
+        const metrics = await rowsApi.inject({ url: '/metrics' });
         assert.match(metrics.body, /^sightline_query_limited_total 1$/m);
         assert.match(metrics.body, /^sightline_query_failures_total 0$/m);
         // The same queries within the default limits answer.
-        assert.equal((await app.inject({ url: `/v1/stages?${RANGE}` })).statusCode, 200);
+        assert.equal((await api.inject({ url: `/v1/stages?${RANGE}` })).statusCode, 200);
       } finally {
         await rows.close();
         await memory.close();
@@ -187,12 +192,12 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
       const day = 86_400_000;
       const span = (days: number) => `from=${iso(BASE_MS - days * day)}&to=${iso(BASE_MS)}`;
       for (const [path, max] of [['/v1/stages', 31], ['/v1/capture', 31], ['/v1/usage', 400]] as const) {
-        assert.equal((await app.inject({ url: `${path}?${span(max)}` })).statusCode, 200, path);
-        const res = await app.inject({ url: `${path}?${span(max + 1)}` });
+        assert.equal((await api.inject({ url: `${path}?${span(max)}` })).statusCode, 200, path);
+        const res = await api.inject({ url: `${path}?${span(max + 1)}` });
         assert.equal(res.statusCode, 400, path);
         assert.match((res.json() as { error: { message: string } }).error.message, new RegExp(`at most ${max} days`));
       }
-      assert.equal((await app.inject({ url: `/v1/stages?${span(400)}` })).statusCode, 400);
+      assert.equal((await api.inject({ url: `/v1/stages?${span(400)}` })).statusCode, 400);
     });
 
     test('the query API listens on loopback unless told otherwise (QUERY_HOST)', async () => {
@@ -211,13 +216,13 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
 
     test('bad parameters are 400s with a message; unknown ids are 404s', async () => {
       for (const url of ['/v1/requests/xyz', '/v1/stages?from=tomorrow', '/v1/stages?from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z', '/v1/capture?to=nope', `/v1/stages?model=${'m'.repeat(300)}`]) {
-        const res = await app.inject({ url });
+        const res = await api.inject({ url });
         assert.equal(res.statusCode, 400, url);
         const b = res.json() as { error: { code: string; message: string } };
         assert.equal(b.error.code, 'bad_parameter');
         assert.ok(b.error.message.length > 10);
       }
-      const nf = await app.inject({ url: `/v1/requests/${newTraceId()}` });
+      const nf = await api.inject({ url: `/v1/requests/${newTraceId()}` });
       assert.equal(nf.statusCode, 404);
       assert.equal((nf.json() as { error: { code: string } }).error.code, 'not_found');
     });

@@ -7,6 +7,7 @@ import { checkTeamName, keyView, parseGraceSeconds, parseKeyInput, parseTeamSett
 import { requireAdmin } from '../auth.js';
 import { QueryError } from '../errors.js';
 import { stringParam } from '../params.js';
+import { ERRORS, ISO_TIME, query } from '../schemas.js';
 
 const KEY_ID = /^key_[a-z0-9]{16}$/;
 
@@ -23,13 +24,79 @@ function boolParam(name: string, v: unknown): boolean | undefined {
   throw new QueryError('bad_parameter', `${name} must be true or false`, { field: name });
 }
 
+const NULLABLE_TIME = { type: ['string', 'null'], description: 'RFC 3339, or null' } as const;
+
+/**
+ * A key without its secret (packages/directory `keyView`). Further properties are let
+ * through: the directory owns this shape.
+ */
+const KEY_VIEW = {
+  type: 'object',
+  additionalProperties: true,
+  required: ['id', 'team', 'name', 'scopes', 'models', 'created_at', 'expires_at', 'revoked_at', 'hint', 'previous_valid_until'],
+  properties: {
+    id: { type: 'string', description: '`key_` and 16 letters or digits; the `key_id` of captured requests' },
+    team: { type: 'string' },
+    name: { type: 'string' },
+    scopes: { type: 'array', items: { type: 'string', enum: ['gateway', 'read', 'content'] } },
+    models: { type: 'array', items: { type: 'string' }, description: 'Model name globs the key may ask for; empty: every model' },
+    created_at: ISO_TIME,
+    expires_at: NULLABLE_TIME,
+    revoked_at: NULLABLE_TIME,
+    hint: { type: 'string', description: 'The secret\'s prefix and last four characters, to recognise it' },
+    previous_valid_until: { ...NULLABLE_TIME, description: 'After a rotation: until when the previous secret still works' },
+  },
+} as const;
+
+const KEY_WITH_SECRET = {
+  ...KEY_VIEW,
+  required: [...KEY_VIEW.required, 'key'],
+  properties: { ...KEY_VIEW.properties, key: { type: 'string', description: 'The secret (`sl-…`), shown this once' } },
+} as const;
+
+/** A team; settings are the directory's (further properties are let through). */
+const TEAM = {
+  type: 'object',
+  additionalProperties: true,
+  required: ['name', 'created_at', 'updated_at', 'settings'],
+  properties: {
+    name: { type: 'string' },
+    created_at: ISO_TIME,
+    updated_at: ISO_TIME,
+    settings: { type: 'object', additionalProperties: true, properties: { description: { type: 'string' } } },
+  },
+} as const;
+
+const KEY_ID_PARAMS = { type: 'object', required: ['id'], properties: { id: { type: 'string', maxLength: 64, description: 'A key id (`key_…`)' } } } as const;
+const TEAM_PARAMS = { type: 'object', required: ['team'], properties: { team: { type: 'string', maxLength: 128 } } } as const;
+const TAGS = ['admin'];
+
 export function registerAdminRoutes(app: FastifyInstance, directory: Directory | null): void {
   const dir = (): Directory => {
     if (directory === null) throw new QueryError('not_found', 'key management needs authentication on: set SIGHTLINE_ADMIN_TOKEN (docs/configuration.md)');
     return directory;
   };
 
-  app.post('/v1/admin/keys', async (req, reply) => {
+  app.post('/v1/admin/keys', {
+    schema: {
+      summary: 'Create a key (admin token)',
+      tags: TAGS,
+      // Types only: the directory checks the values and names the field at fault (parseKeyInput).
+      body: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['team', 'name', 'scopes'],
+        properties: {
+          team: { type: 'string' },
+          name: { type: 'string' },
+          scopes: { type: 'array', items: { type: 'string' }, description: 'Any of `gateway`, `read`, `content`' },
+          models: { type: ['array', 'null'], items: { type: 'string' }, description: 'Model name globs (`gpt-*`); none or empty: every model' },
+          expires_at: { type: ['string', 'null'], description: 'RFC 3339, or null: never' },
+        },
+      },
+      response: { 201: KEY_WITH_SECRET, ...ERRORS },
+    },
+  }, async (req, reply) => {
     requireAdmin(req.caller, 'key management');
     const now = Date.now();
     const { record, secret } = await dir().createKey(parseKeyInput(req.body, now), now);
@@ -37,10 +104,16 @@ export function registerAdminRoutes(app: FastifyInstance, directory: Directory |
     return { ...keyView(record), key: secret };
   });
 
-  app.get<{ Querystring: Record<string, unknown> }>('/v1/admin/keys', async (req) => {
+  app.get<{ Querystring: Record<string, unknown> }>('/v1/admin/keys', {
+    schema: {
+      summary: 'List keys, without secrets (admin token); filters combine with AND',
+      tags: TAGS,
+      querystring: query({ team: { type: 'string', maxLength: 128 }, name: { type: 'string', maxLength: 256 }, revoked: { type: 'string', enum: ['true', 'false', '1', '0'], description: 'Include revoked keys' } }),
+      response: { 200: { type: 'object', additionalProperties: false, required: ['data'], properties: { data: { type: 'array', items: KEY_VIEW } } }, ...ERRORS },
+    },
+  }, async (req) => {
     requireAdmin(req.caller, 'key management');
     const q = req.query;
-    for (const k of Object.keys(q)) if (!['team', 'name', 'revoked'].includes(k)) throw new QueryError('bad_parameter', `unknown parameter \`${k.slice(0, 32)}\` (expected team, name, revoked)`, { field: k.slice(0, 32) });
     const filter: KeyFilter = {};
     const team = stringParam('team', q.team);
     if (team !== null) filter.team = checkTeamName(team);
@@ -51,21 +124,29 @@ export function registerAdminRoutes(app: FastifyInstance, directory: Directory |
     return { data: dir().keys(filter).map(keyView) };
   });
 
-  app.get<{ Params: { id: string } }>('/v1/admin/keys/:id', async (req) => {
+  app.get<{ Params: { id: string } }>('/v1/admin/keys/:id', { schema: { summary: 'One key, without its secret (admin token)', tags: TAGS, params: KEY_ID_PARAMS, response: { 200: KEY_VIEW, ...ERRORS } } }, async (req) => {
     requireAdmin(req.caller, 'key management');
     const r = dir().key(keyIdParam(req.params.id));
     if (r === null) throw new QueryError('not_found', `no key ${req.params.id}`);
     return keyView(r);
   });
 
-  app.delete<{ Params: { id: string } }>('/v1/admin/keys/:id', async (req) => {
+  app.delete<{ Params: { id: string } }>('/v1/admin/keys/:id', { schema: { summary: 'Revoke a key (admin token); every gateway refuses it within seconds', tags: TAGS, params: KEY_ID_PARAMS, response: { 200: KEY_VIEW, ...ERRORS } } }, async (req) => {
     requireAdmin(req.caller, 'key management');
     const r = await dir().revokeKey(keyIdParam(req.params.id), Date.now());
     if (r === null) throw new QueryError('not_found', `no key ${req.params.id}`);
     return keyView(r);
   });
 
-  app.post<{ Params: { id: string } }>('/v1/admin/keys/:id/rotate', async (req) => {
+  app.post<{ Params: { id: string } }>('/v1/admin/keys/:id/rotate', {
+    schema: {
+      summary: 'A new secret for a key; the previous one works for a grace period (admin token)',
+      tags: TAGS,
+      params: KEY_ID_PARAMS,
+      body: { type: ['object', 'null'], additionalProperties: false, properties: { grace_seconds: { type: 'integer', minimum: 0, maximum: 2_592_000, description: 'Default 0: the previous secret stops at once' } } },
+      response: { 200: KEY_WITH_SECRET, ...ERRORS },
+    },
+  }, async (req) => {
     requireAdmin(req.caller, 'key management');
     const id = keyIdParam(req.params.id);
     const grace = parseGraceSeconds(req.body);
@@ -74,7 +155,13 @@ export function registerAdminRoutes(app: FastifyInstance, directory: Directory |
     return { ...keyView(out.record), key: out.secret };
   });
 
-  app.get('/v1/admin/teams', async (req) => {
+  app.get('/v1/admin/teams', {
+    schema: {
+      summary: 'Teams, with their number of keys (admin token)',
+      tags: TAGS,
+      response: { 200: { type: 'object', additionalProperties: false, required: ['data'], properties: { data: { type: 'array', items: { ...TEAM, required: [...TEAM.required, 'keys'], properties: { ...TEAM.properties, keys: { type: 'integer' } } } } } }, ...ERRORS },
+    },
+  }, async (req) => {
     requireAdmin(req.caller, 'team management');
     const d = dir();
     const counts = new Map<string, number>();
@@ -82,14 +169,23 @@ export function registerAdminRoutes(app: FastifyInstance, directory: Directory |
     return { data: d.teams().map((t) => ({ ...t, keys: counts.get(t.name) ?? 0 })) };
   });
 
-  app.get<{ Params: { team: string } }>('/v1/admin/teams/:team', async (req) => {
+  app.get<{ Params: { team: string } }>('/v1/admin/teams/:team', { schema: { summary: 'One team (admin token)', tags: TAGS, params: TEAM_PARAMS, response: { 200: TEAM, ...ERRORS } } }, async (req) => {
     requireAdmin(req.caller, 'team management');
     const t = dir().team(checkTeamName(req.params.team));
     if (t === null) throw new QueryError('not_found', `no team ${req.params.team}`);
     return t;
   });
 
-  app.put<{ Params: { team: string } }>('/v1/admin/teams/:team', async (req) => {
+  app.put<{ Params: { team: string } }>('/v1/admin/teams/:team', {
+    schema: {
+      summary: "Create or replace a team's settings (admin token)",
+      tags: TAGS,
+      params: TEAM_PARAMS,
+      // The directory checks the settings and names an unknown one (parseTeamSettings).
+      body: { type: 'object', additionalProperties: true, properties: { description: { type: ['string', 'null'] } } },
+      response: { 200: TEAM, ...ERRORS },
+    },
+  }, async (req) => {
     requireAdmin(req.caller, 'team management');
     return dir().putTeam(checkTeamName(req.params.team), parseTeamSettings(req.body), Date.now());
   });
