@@ -351,3 +351,18 @@ test('lag observations beyond the bound, waiting for a scrape, are dropped and c
     await bus.close();
   }
 });
+
+test('a batch written twice (redelivered after a write whose acknowledgement was lost) counts once, stage spans included', async () => {
+  const gw = new Gateway();
+  const b = gw.batch(3);
+  await publish(b);
+  await waitFor('first write', async () => (await gw.requests()) === 3);
+  // The same batch again, as the stream redelivers it when the ack never arrived.
+  await publish(b, `${b.instance}/${b.batch}/again`);
+  await waitFor('second write', async () => (await gw.ledgerRows()) === 2);
+  const spans = (final: boolean) => count(final ? sql`SELECT count() AS n FROM ${table('sightline', 'spans')} FINAL WHERE instance = ${gw.instance}` : sql`SELECT count() AS n FROM ${table('sightline', 'spans')} WHERE instance = ${gw.instance}`);
+  assert.equal(await spans(false), 2 * 3 * 4, 'both writes are stored');
+  // A request refused in parse has a root and three stage spans: 3 requests, 12 spans, once.
+  assert.equal(await spans(true), 3 * 4, 'the duplicate spans collapse: their ids are the same');
+  assert.equal(await gw.requests(), 3);
+});

@@ -1,4 +1,4 @@
-export { SpanBuilder, stageIntervals } from './spans.js';
+export { SpanBuilder, childSpanId, stageIntervals } from './spans.js';
 export type { BuiltRequest, StageInterval, StageMarks, SpanBuilderOptions } from './spans.js';
 export { decodeBatch, checkWireRecord } from './decode.js';
 export type { DecodedBatch, DecodeOptions } from './decode.js';

@@ -32,11 +32,44 @@ const ROW_ATTRIBUTE_MAX_CHARS = 4096;
 /** Unix time of this process's monotonic origin. */
 const LOCAL_ORIGIN_NS = markToUnixNano(0);
 
-/** Makes the root span carry the trace id the client already received in a header. */
+/** 32 bits of `x`, mixed (the MurmurHash3 finaliser). */
+function mix32(x: number): number {
+  x ^= x >>> 16;
+  x = Math.imul(x, 0x85ebca6b);
+  x ^= x >>> 13;
+  x = Math.imul(x, 0xc2b2ae35);
+  return (x ^ (x >>> 16)) >>> 0;
+}
+
+const hex8 = (n: number): string => n.toString(16).padStart(8, '0');
+
+/**
+ * The id of the `k`-th child span of a root span (k from 1): derived from the root's id, so
+ * that building a record twice — a batch redelivered after an ingester crash — gives the
+ * same ids, which ReplacingMergeTree then collapses (issue 10). Random-looking, never the
+ * root's id, never zero.
+ */
+export function childSpanId(rootSpanId: string, k: number): string {
+  const hi = parseInt(rootSpanId.slice(0, 8), 16);
+  const lo = parseInt(rootSpanId.slice(8, 16), 16);
+  const a = mix32(hi ^ Math.imul(k, 0x9e3779b1));
+  const b = mix32(lo ^ a ^ Math.imul(k, 0x7feb352d));
+  const id = hex8(a) + hex8(b);
+  return id === rootSpanId || id === '0000000000000000' ? childSpanId(rootSpanId, k + 0x10000) : id;
+}
+
+/**
+ * Makes the root span carry the trace id and span id the client already received (the
+ * trace id in a header, the span id upstream in `traceparent`), and its children ids
+ * derived from the root's (childSpanId).
+ */
 class PresetIdGenerator implements IdGenerator {
   readonly #random = new RandomIdGenerator();
   nextTraceId = '';
   nextSpanId = '';
+  /** The record's root span id; its children are numbered from 1. */
+  #root = '';
+  #child = 0;
   generateTraceId(): string {
     const id = this.nextTraceId;
     this.nextTraceId = '';
@@ -44,8 +77,13 @@ class PresetIdGenerator implements IdGenerator {
   }
   generateSpanId(): string {
     const id = this.nextSpanId;
-    this.nextSpanId = '';
-    return id !== '' ? id : this.#random.generateSpanId();
+    if (id !== '') {
+      this.nextSpanId = '';
+      this.#root = id;
+      this.#child = 0;
+      return id;
+    }
+    return this.#root !== '' ? childSpanId(this.#root, ++this.#child) : this.#random.generateSpanId();
   }
 }
 

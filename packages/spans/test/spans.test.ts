@@ -162,3 +162,22 @@ test('what is not a well-formed batch is a BadBatchError naming the problem; v1 
   assert.deepEqual(d.requests, [built.request]);
   assert.deepEqual(d.spans, built.spans);
 });
+
+test('a record built twice (a redelivered batch) gives the same span ids; ids within a record are distinct', async () => {
+  const { SpanBuilder: Builder, childSpanId } = await import('@sightline/spans');
+  const { toWire } = await import('@sightline/capture');
+  const r = servedRecord();
+  r.attempts = [{ provider: 'openai', model: 'gpt-4o', upstreamHost: 'http://x', start: r.t0 + 0.03, end: r.t0 + 0.4, status: 500, errorType: 'upstream_error', errorMessage: 'x' }];
+  r.tAttempt = r.t0 + 0.45;
+  const w = toWire(r);
+  const a = new Builder().build(w, 'gw', 0n);
+  const b = new Builder().build(JSON.parse(JSON.stringify(w)) as typeof w, 'gw', 0n);
+  assert.deepEqual(a.spans.map((s) => s.span_id), b.spans.map((s) => s.span_id));
+  const ids = a.spans.map((s) => s.span_id);
+  assert.equal(new Set(ids).size, ids.length);
+  assert.ok(ids.includes(r.rootSpanId));
+  for (const id of ids) assert.match(id, /^[0-9a-f]{16}$/);
+  // Derived ids look random and differ between roots.
+  assert.notEqual(childSpanId('0000000000000001', 1), childSpanId('0000000000000002', 1));
+  assert.notEqual(childSpanId('ffffffffffffffff', 1), 'ffffffffffffffff');
+});
