@@ -2,9 +2,9 @@
  * One latency scenario: probe each arm, then interleaved blocks (a direct control block,
  * `rounds` rounds of one block per proxy arm in rotating order, a second direct control block),
  * the floor (mean of the two control blocks) and one row per arm with its figures added over
- * that floor. After each Sightline block, wait until ClickHouse holds a row for every request
- * sent (the completeness check, which also keeps one arm's ingestion from running into the
- * next arm's block).
+ * that floor. After each block of a capturing Sightline arm, wait until ClickHouse holds a row
+ * for every request sent (the completeness check, which also keeps one arm's ingestion from
+ * running into the next arm's block).
  */
 import type { Measured, RunContext } from './context.js';
 import { REQUEST_TIMEOUT_MS } from './context.js';
@@ -14,7 +14,7 @@ import { percentilesOf } from './histogram.js';
 import { log, message } from './log.js';
 import { foreignCpuPct } from './procs.js';
 import type { ArmRow, BlockRow, DirectControl, ScenarioResult } from './report.js';
-import { PROXY_ARMS, teamOf } from './scenarios.js';
+import { CAPTURING_ARMS, PROXY_ARMS, teamOf } from './scenarios.js';
 import type { ArmName, Scenario } from './scenarios.js';
 import { CH_DATABASE } from './stack.js';
 import type { Arm } from './stack.js';
@@ -88,7 +88,6 @@ export async function scenario(ctx: RunContext, s: Scenario): Promise<ScenarioRe
   // Blocks: direct, rounds × rotated arms, direct.
   const cpuStart = ctx.cpu();
   const blocks = new Map<ArmName, Measured[]>();
-  const sightline = ctx.arm('sightline');
   const team = teamOf(s.name);
   const before = await ctx.measure(direct, spec(ctx, direct, s, `${s.name}/direct/before`));
   logBlock(before, `${s.name} direct before`);
@@ -100,10 +99,10 @@ export async function scenario(ctx: RunContext, s: Scenario): Promise<ScenarioRe
       list.push(m);
       blocks.set(arm.name, list);
       sentTo.set(arm.name, (sentTo.get(arm.name) ?? 0) + m.result.attempted);
-      if (arm.name === 'sightline' && sightline.instance !== undefined) {
-        const expected = sentTo.get('sightline') ?? 0;
-        const n = await ctx.waitCaptured(sightline.instance, team, expected);
-        if (n !== expected) log(`${s.name} sightline: ${n} of ${expected} captured after the deadline`);
+      if (CAPTURING_ARMS.includes(arm.name) && arm.instance !== undefined) {
+        const expected = sentTo.get(arm.name) ?? 0;
+        const n = await ctx.waitCaptured(arm.instance, team, expected);
+        if (n !== expected) log(`${s.name} ${arm.name}: ${n} of ${expected} captured after the deadline`);
       }
     }
   }
@@ -155,26 +154,30 @@ export async function scenario(ctx: RunContext, s: Scenario): Promise<ScenarioRe
     if (preset?.note !== undefined) row.note = preset.note;
     row.sent = sentTo.get(name) ?? 0;
     ctx.record(...blockGates(s.name, name, measured));
-    if (name === 'sightline' && sightline.instance !== undefined) {
-      ctx.note(team, row.sent);
-      const captured = await ctx.waitCaptured(sightline.instance, team, row.sent);
+    const capturing = ctx.arm(name);
+    if (CAPTURING_ARMS.includes(name) && capturing.instance !== undefined) {
+      const instance = capturing.instance;
+      ctx.note(name, team, row.sent);
+      const captured = await ctx.waitCaptured(instance, team, row.sent);
       row.captured = captured;
       let detail = `${captured} rows in ${CH_DATABASE}.requests FINAL for ${row.sent} requests sent through the gateway`;
       if (captured !== row.sent) {
-        const metrics = await ctx.captureMetrics(sightline);
+        const metrics = await ctx.captureMetrics(capturing);
         detail += ` (gateway capture counters, cumulative: ${metrics})`;
         row.note = `capture incomplete: ${metrics}`;
       }
-      ctx.gate('capture completeness', `${s.name}/sightline`, captured === row.sent, detail);
+      ctx.gate('capture completeness', `${s.name}/${name}`, captured === row.sent, detail);
       const ch = ctx.stack.ch;
       if (ch !== undefined) {
         try {
-          const g = await recordedGatewayTime(ch.url, CH_DATABASE, sightline.instance, team);
+          const g = await recordedGatewayTime(ch.url, CH_DATABASE, instance, team);
           if (g !== undefined) {
             row.recorded_gateway_p50_us = g.p50;
             row.recorded_gateway_p99_us = g.p99;
           }
-          row.recorded_stage_p50_us = await recordedStages(ch.url, CH_DATABASE, sightline.instance, team);
+          row.recorded_stage_p50_us = await recordedStages(ch.url, CH_DATABASE, instance, team);
+          const authStage = row.recorded_stage_p50_us.auth;
+          if (authStage !== undefined) row.auth_stage_p50_us = authStage;
         } catch (e) {
           log(`recorded gateway time: ${message(e)}`);
         }

@@ -46,11 +46,15 @@ export async function recordedGatewayTime(chUrl: string, database: string, insta
   return { p50: Math.round(Number(m[1]) / 1000), p99: Math.round(Number(m[2]) / 1000) };
 }
 
-/** p50 of each stage span (not the root, not attempts) over the same requests, in µs, in stage order. */
+/**
+ * p50 of each stage span (not the root, not attempts) over the same requests, in µs to one
+ * decimal (stages such as `auth` take a microsecond or two: whole microseconds would hide
+ * their change), in stage order.
+ */
 export async function recordedStages(chUrl: string, database: string, instancePrefix: string, team: string): Promise<Record<string, number>> {
   const out = await chQuery(
     chUrl,
-    `SELECT name, round(quantileExact(0.5)(duration_ns) / 1000) AS p50 FROM ${checked(database)}.spans FINAL WHERE instance LIKE '${checked(instancePrefix)}-%' AND team = '${checked(team)}' AND is_root = 0 AND name != 'upstream.attempt' GROUP BY name FORMAT TabSeparated`,
+    `SELECT name, round(quantileExact(0.5)(duration_ns) / 100) / 10 AS p50 FROM ${checked(database)}.spans FINAL WHERE instance LIKE '${checked(instancePrefix)}-%' AND team = '${checked(team)}' AND is_root = 0 AND name != 'upstream.attempt' GROUP BY name FORMAT TabSeparated`,
   );
   const rows: [string, number][] = [];
   for (const line of out.split('\n')) {

@@ -1,7 +1,7 @@
 /**
  * What every phase of a run shares (warmup.ts, blocks.ts, ladder.ts, run.ts): the plan, the
- * started processes and the driver, the gates recorded so far, the requests sent per Sightline
- * team, and the two primitives every phase measures with: one block against one arm
+ * started processes and the driver, the gates recorded so far, the requests sent per capturing
+ * Sightline arm and team, and the two primitives every phase measures with: one block against one arm
  * (`measure`) and the wait for capture to catch up (`waitCaptured`).
  */
 import type { DriverClient } from './driver-client.js';
@@ -38,8 +38,8 @@ export class RunContext {
   readonly gates: Gate[] = [];
   /** Set when a completeness wait gave up on a stalled count: later waits give up sooner. */
   captureStuck = false;
-  /** Per Sightline-instance team: requests sent through the gateway (for the final recount). */
-  readonly sentByTeam = new Map<string, number>();
+  /** Requests sent through each capturing gateway, by `arm/team` (for the final recount). */
+  private readonly sentByTeam = new Map<string, number>();
   /** Scopes whose failures were already diagnosed (see `diagnose`). */
   private readonly diagnosed = new Set<string>();
 
@@ -143,8 +143,14 @@ export class RunContext {
     return template(arm.name, target, scenarioName, s.request, s.directRequest, s.portkeyProvider);
   }
 
-  /** Counts requests sent through the capturing gateway under `team`. */
-  note(team: string, n: number): void {
-    this.sentByTeam.set(team, (this.sentByTeam.get(team) ?? 0) + n);
+  /** Counts requests sent through a capturing gateway under `team`. */
+  note(arm: ArmName, team: string, n: number): void {
+    const k = `${arm}/${team}`;
+    this.sentByTeam.set(k, (this.sentByTeam.get(k) ?? 0) + n);
+  }
+
+  /** Requests noted for a capturing gateway and team so far. */
+  sent(arm: ArmName, team: string): number {
+    return this.sentByTeam.get(`${arm}/${team}`) ?? 0;
   }
 }

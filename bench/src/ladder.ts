@@ -10,7 +10,7 @@ import { percentilesOf } from './histogram.js';
 import { log } from './log.js';
 import { foreignCpuPct, procTicks, sleep, ticksPerSecond } from './procs.js';
 import type { LadderArm, LadderStep, RunResults } from './report.js';
-import { ARMS, PROXY_ARMS, teamOf } from './scenarios.js';
+import { LADDER_ARMS, teamOf } from './scenarios.js';
 import type { ArmName } from './scenarios.js';
 import { settle } from './settle.js';
 import { added, rotate } from './stats.js';
@@ -21,7 +21,7 @@ export async function ladder(ctx: RunContext): Promise<NonNullable<RunResults['l
   log(`ladder: ${ladder.rates.join(', ')} req/s, ${ladder.stepMs} ms each, mock latency ${ladder.mock.latencyMs} ms`);
   await ctx.stack.mock.configure(ladder.mock);
   const arms = new Map<ArmName, LadderArm>();
-  for (const name of ARMS) {
+  for (const name of LADDER_ARMS) {
     const arm = ctx.arm(name);
     arms.set(name, arm.target === undefined ? { arm: name, status: 'not available', note: arm.reason, steps: [], max_ok_rate: null } : { arm: name, status: 'ok', steps: [], max_ok_rate: null });
   }
@@ -32,7 +32,7 @@ export async function ladder(ctx: RunContext): Promise<NonNullable<RunResults['l
   const cpuStart = ctx.cpu();
   for (const [i, rate] of ladder.rates.entries()) {
     const name = `ladder-${rate}`;
-    const proxies = rotate(PROXY_ARMS.filter((a) => ctx.arm(a).target !== undefined), i);
+    const proxies = rotate(LADDER_ARMS.filter((a) => a !== 'direct' && ctx.arm(a).target !== undefined), i);
     let directP99: number | undefined;
     for (const armName of ['direct' as const, ...proxies]) {
       const row = arms.get(armName);
@@ -71,7 +71,7 @@ export async function ladder(ctx: RunContext): Promise<NonNullable<RunResults['l
       await sleep(500);
       const warm = await ctx.driver.run({ ...spec, id: `${name}/${armName}/connect`, mode: { kind: 'concurrent', concurrency: width, requests: width }, maxDurationMs: 60_000 });
       await ctx.stack.mock.configure(ladder.mock);
-      if (armName === 'sightline') ctx.note(teamOf(name), warm.attempted);
+      if (armName === 'sightline') ctx.note(armName, teamOf(name), warm.attempted);
       // CPU used during the step by the driver, the mock and the proxy under test: which of
       // them ran out of core first says whether the step measured the proxy or the rig.
       const who = { driver: [ctx.driver.pid ?? -1], mock: [ctx.stack.mock.proc.pid], proxy: armName === 'direct' ? [] : arm.pids() };
@@ -103,7 +103,7 @@ export async function ladder(ctx: RunContext): Promise<NonNullable<RunResults['l
       if (m.rss !== undefined) step.rss_mb = m.rss;
       let passed = step.answered_all;
       if (armName === 'sightline' && sightline.instance !== undefined) {
-        ctx.note(teamOf(name), m.result.attempted);
+        ctx.note(armName, teamOf(name), m.result.attempted);
         // The connection burst went through the gateway too, under the same team.
         const expected = m.result.attempted + warm.attempted;
         step.captured = await ctx.waitCaptured(sightline.instance, teamOf(name), expected);
@@ -119,7 +119,7 @@ export async function ladder(ctx: RunContext): Promise<NonNullable<RunResults['l
     }
   }
   ctx.record(...ladderFloorGates(arms.get('direct')?.steps ?? []));
-  return { mock_latency_ms: ladder.mock.latencyMs, step_ms: ladder.stepMs, rates: ladder.rates, foreign_cpu_pct: foreignCpuPct(cpuStart, ctx.cpu()), arms: ARMS.map((a) => arms.get(a)).filter((a): a is LadderArm => a !== undefined) };
+  return { mock_latency_ms: ladder.mock.latencyMs, step_ms: ladder.stepMs, rates: ladder.rates, foreign_cpu_pct: foreignCpuPct(cpuStart, ctx.cpu()), arms: LADDER_ARMS.map((a) => arms.get(a)).filter((a): a is LadderArm => a !== undefined) };
 }
 
 /** Every process of the proxy arms (not the mock behind `direct`): what settle() watches. */

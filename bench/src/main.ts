@@ -30,8 +30,9 @@ const USAGE = `usage: npm run bench [-- --quick] [--no-netns] [--pin apart|split
   --pin       CPU layout with taskset (default apart: driver and capture pipeline on CPU 0,
               mock and proxy under test on CPU 1; split: proxy alone on CPU 1; none)
   --no-pin    same as --pin none
-  --arms      start and run only these proxy arms (sightline, sightline-nocapture, node-proxy,
-              nginx, portkey); direct always runs. For development: ratios need all of them
+  --arms      start and run only these proxy arms (sightline, sightline-nocapture,
+              sightline-noauth, node-proxy, nginx, portkey); direct always runs. For
+              development: ratios need all of them
   --gateway-workers N
               processes serving each Sightline gateway's port (GATEWAY_WORKERS; default 1).
               With layout apart or split they share the proxy core; use --pin none to give

@@ -28,7 +28,7 @@ import type { Pinning } from './procs.js';
 import { renderMarkdown } from './report.js';
 import type { RunResults, ScenarioResult } from './report.js';
 import { pinningText, rig } from './rig.js';
-import { PROXY_ARMS, buildPlan, teamOf } from './scenarios.js';
+import { CAPTURING_ARMS, PROXY_ARMS, benchScenarios, buildPlan, teamOf } from './scenarios.js';
 import { BENCH, CH_DATABASE, startStack } from './stack.js';
 import type { Stack } from './stack.js';
 import { ratios, targets } from './targets.js';
@@ -114,7 +114,7 @@ export async function run(opts: RunOptions): Promise<number> {
   watchdog.unref();
 
   try {
-    stack = await startStack({ pin, netns: opts.netns, runId, log, arms: opts.arms, nodeProxyClient: opts.nodeProxyClient, gatewayWorkers: opts.gatewayWorkers });
+    stack = await startStack({ pin, netns: opts.netns, runId, log, arms: opts.arms, nodeProxyClient: opts.nodeProxyClient, gatewayWorkers: opts.gatewayWorkers, scenarios: benchScenarios(plan) });
     for (const [name, arm] of stack.arms) log(`arm ${name}: ${arm.target === undefined ? `not available (${arm.reason.slice(0, 200)})` : arm.target.origin}`);
     driver = await DriverClient.start();
     const ctx = new RunContext(plan, stack, driver);
@@ -132,13 +132,15 @@ export async function run(opts: RunOptions): Promise<number> {
     }
     const ladderResult = wanted('ladder') ? await ladder(ctx) : null;
 
-    // Final recount: every Sightline team, and the capture-off gateway must have written nothing.
-    const sl = ctx.arm('sightline');
-    if (stack.ch !== undefined && sl.instance !== undefined && sl.target !== undefined) {
-      const expected = ctx.sentByTeam.get(teamOf('warmup')) ?? 0;
+    // Final recount: the warm-up of every capturing gateway, and the capture-off gateway must
+    // have written nothing.
+    for (const name of CAPTURING_ARMS) {
+      const sl = ctx.arm(name);
+      if (stack.ch === undefined || sl.instance === undefined || sl.target === undefined) continue;
+      const expected = ctx.sent(name, teamOf('warmup'));
       const n = await ctx.waitCaptured(sl.instance, teamOf('warmup'), expected);
       const metrics = n === expected ? '' : ` (gateway capture counters: ${await ctx.captureMetrics(sl)})`;
-      ctx.gate('capture completeness', 'warm-up/sightline', n === expected, `${n} rows for ${expected} warm-up requests${metrics}`);
+      ctx.gate('capture completeness', `warm-up/${name}`, n === expected, `${n} rows for ${expected} warm-up requests${metrics}`);
     }
     const nc = ctx.arm('sightline-nocapture');
     if (stack.ch !== undefined && nc.instance !== undefined && nc.target !== undefined) {

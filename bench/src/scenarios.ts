@@ -2,17 +2,33 @@
  * What is measured: the scenarios of issue 5, the arms, and the request each arm is sent.
  *
  * Every arm of a scenario sends the same body with the same client headers; only the origin
- * and the arm's own routing headers differ (Portkey's provider headers, Sightline's team header,
- * which the completeness check counts by).
+ * and the arm's own headers differ (Portkey's provider headers; Sightline's team header, which
+ * the completeness check counts by, and with authentication on the scenario's Sightline key in
+ * place of the client's dummy provider key).
  */
 import { padBody } from './stats.js';
 import type { StreamDialect } from './sse.js';
 import type { DriverMode, RequestTemplate } from './types.js';
 
-export const ARMS = ['direct', 'sightline', 'sightline-nocapture', 'node-proxy', 'nginx', 'portkey'] as const;
+export const ARMS = ['direct', 'sightline', 'sightline-nocapture', 'sightline-noauth', 'node-proxy', 'nginx', 'portkey'] as const;
 export type ArmName = (typeof ARMS)[number];
 /** The arms that put a hop between client and mock; `direct` is the control. */
 export const PROXY_ARMS: readonly ArmName[] = ARMS.filter((a) => a !== 'direct');
+/**
+ * The Sightline gateways that capture: after each of their blocks the run waits for ClickHouse
+ * to hold every request sent, and their rows are counted by instance and team.
+ */
+export const CAPTURING_ARMS: readonly ArmName[] = ['sightline', 'sightline-noauth'];
+/** The Sightline gateways that run with authentication on (SIGHTLINE_ADMIN_TOKEN, one key per team). */
+export const AUTH_ARMS: readonly ArmName[] = ['sightline', 'sightline-nocapture'];
+/**
+ * The scenario that measures the cost of authentication (issue 10): `sightline` against
+ * `sightline-noauth`, the same gateway with capture on and authentication off. The
+ * authentication-off arm runs in this scenario only, and not in the ladder.
+ */
+export const AUTH_COST_SCENARIO = 'json-1k-seq';
+/** The arms of the open-loop ladder. */
+export const LADDER_ARMS: readonly ArmName[] = ARMS.filter((a) => a !== 'sightline-noauth');
 
 /** Mock knobs (bench/mock/server.ts MockOptions), set over `POST /_mock/config` per scenario. */
 export interface MockKnobs {
@@ -195,6 +211,9 @@ export function buildPlan(quick: boolean): Plan {
       notApplicable: { 'node-proxy': passThrough, nginx: passThrough },
     },
   ];
+  for (const s of scenarios) {
+    if (s.name !== AUTH_COST_SCENARIO) s.notApplicable['sightline-noauth'] = `authentication off: measured in ${AUTH_COST_SCENARIO} only (auth cost)`;
+  }
   return {
     mode: quick ? 'quick' : 'full',
     // ≥ 2,000 requests per arm even in quick mode (issue 5): JIT, connection pools and the
@@ -217,7 +236,12 @@ export function buildPlan(quick: boolean): Plan {
 /** Where each arm listens and what it needs added to a request. */
 export interface ArmTarget {
   origin: string;
-  extraHeaders: (scenario: string, portkeyProvider: 'openai' | 'anthropic') => Record<string, string>;
+  /**
+   * Headers added to (and replacing, by name) the request's own: `scenario` names the team,
+   * `requestHeaders` are the client headers they are merged over (which credential header the
+   * client sends).
+   */
+  extraHeaders: (scenario: string, portkeyProvider: 'openai' | 'anthropic', requestHeaders: Readonly<Record<string, string>>) => Record<string, string>;
 }
 
 export function template(arm: ArmName, target: ArmTarget, scenarioName: string, request: Dialectal, directRequest: Dialectal | undefined, portkeyProvider: 'openai' | 'anthropic'): RequestTemplate {
@@ -225,14 +249,35 @@ export function template(arm: ArmName, target: ArmTarget, scenarioName: string, 
   const t: RequestTemplate = {
     origin: target.origin,
     path: r.path,
-    headers: { ...r.headers, ...target.extraHeaders(scenarioName, portkeyProvider) },
+    headers: { ...r.headers, ...target.extraHeaders(scenarioName, portkeyProvider, r.headers) },
     body: r.body,
   };
   if (r.stream !== undefined) t.stream = r.stream;
   return t;
 }
 
-/** The team header value of a scenario: the completeness check counts rows by it. */
+/**
+ * The team of a scenario's requests: the team header without authentication, the team of the
+ * scenario's key with it. The completeness check counts rows by it.
+ */
 export function teamOf(scenario: string): string {
   return `bench-${scenario}`;
+}
+
+/**
+ * Every name a Sightline arm is sent traffic under (warmup.ts, blocks.ts, ladder.ts), so
+ * the authenticated arms have a key for each before they start.
+ */
+export function benchScenarios(plan: Pick<Plan, 'scenarios' | 'ladder'>): string[] {
+  return ['warmup', ...plan.scenarios.map((s) => s.name), ...plan.ladder.rates.map((r) => `ladder-${r}`)];
+}
+
+/**
+ * The credential header carrying a Sightline key, replacing the dummy provider key the client
+ * sends: `x-api-key` when that is how the client authenticates (the Anthropic SDK), else
+ * `authorization: Bearer` (the OpenAI SDK). The gateway takes either.
+ */
+export function keyHeaders(secret: string, requestHeaders: Readonly<Record<string, string>>): Record<string, string> {
+  const has = (name: string): boolean => Object.keys(requestHeaders).some((k) => k.toLowerCase() === name);
+  return has('x-api-key') && !has('authorization') ? { 'x-api-key': secret } : { authorization: `Bearer ${secret}` };
 }

@@ -7,20 +7,28 @@
  * | nats-server (JetStream)    | test/support/servers.ts NatsServer                                 | load core    |
  * | clickhouse-server          | test/support/servers.ts ClickHouseServer                           | load core    |
  * | ingester                   | test/support/apps.ts startApp(apps/ingester/src/main.ts)           | load core    |
- * | gateway (capture on)       | startApp(apps/gateway/src/main.ts)                                 | proxy core   |
+ * | gateway (capture on)       | startApp(apps/gateway/src/main.ts), SIGHTLINE_ADMIN_TOKEN set        | proxy core   |
  * | gateway (capture off)      | the same, with SIGHTLINE_BENCH_CAPTURE_OFF=1                       | proxy core   |
+ * | gateway (auth off)         | the same as capture on, without SIGHTLINE_ADMIN_TOKEN               | proxy core   |
  * | node-proxy                 | `node --import tsx bench/src/peers/node-proxy.ts`                  | proxy core   |
  * | nginx                      | `nginx -p TMP -c TMP/nginx.conf -g 'daemon off;'`, one worker      | proxy core   |
  * | portkey                    | `node …/@portkey-ai/gateway/build/start-server.js --port=P --headless` | proxy core |
  *
  * The orchestrator and the driver process run on the load core too (procs.ts PIN_LAYOUTS). An arm that cannot start
  * is recorded as not available with the reason; the run goes on without it.
+ *
+ * Authentication (issue 10): the run makes up an admin token, and before the gateways start
+ * creates one Sightline key per scenario team in the NATS key-value directory, as the query
+ * API's admin endpoint would (the key hashing secret is derived from the token, so the
+ * gateways given the same token accept these keys).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ClickHouseServer, NatsServer, freePort } from '../../test/support/servers.js';
+import { directoryFromEnv, parseKeyInput } from '../../packages/directory/src/index.js';
 import { startApp, waitHealthy } from '../../test/support/apps.js';
 import type { AppProcess } from '../../test/support/apps.js';
 import { Proc, pinPid, rssMb, spawnProc, waitHttp, withChildren } from './procs.js';
@@ -28,7 +36,7 @@ import type { Pinning } from './procs.js';
 import { Nginx } from './peers/nginx.js';
 import { Portkey, portkeyHeaders } from './peers/portkey.js';
 import type { ArmName, ArmTarget, MockKnobs } from './scenarios.js';
-import { teamOf } from './scenarios.js';
+import { AUTH_ARMS, CAPTURING_ARMS, keyHeaders, teamOf } from './scenarios.js';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const BENCH = fileURLToPath(new URL('../', import.meta.url));
@@ -142,6 +150,39 @@ export interface StackOptions {
   nodeProxyClient: 'free-list' | 'pool';
   /** GATEWAY_WORKERS of the Sightline gateways. */
   gatewayWorkers: number;
+  /** Every scenario name the Sightline arms are sent traffic under (scenarios.ts benchScenarios): one key each. */
+  scenarios: string[];
+}
+
+/**
+ * Provider keys the gateways are configured with. With authentication on, provider
+ * credentials come from the configuration only (the client's credential is a Sightline key);
+ * the authentication-off gateway gets them too, so both send the mock the same headers and
+ * differ only in the auth stage.
+ */
+const DUMMY_PROVIDER_KEYS = { OPENAI_API_KEY: 'sk-bench-configured-not-a-real-key', ANTHROPIC_API_KEY: 'sk-ant-bench-configured-not-a-real-key' };
+
+/**
+ * Creates one key (scope `gateway`, every model) per scenario in the NATS directory, for the
+ * scenario's team; returns the secrets by scenario name. The local snapshot the directory
+ * needs goes to a temporary directory removed here.
+ */
+async function createKeys(natsUrl: string, adminToken: string, scenarios: readonly string[]): Promise<Map<string, string>> {
+  const dir = mkdtempSync(join(tmpdir(), 'sightline-bench-directory-'));
+  const directory = directoryFromEnv({ natsUrl, snapshotFile: join(dir, 'directory.json'), adminToken });
+  try {
+    await directory.ready;
+    const keys = new Map<string, string>();
+    for (const scenario of scenarios) {
+      const now = Date.now();
+      const { secret } = await directory.createKey(parseKeyInput({ team: teamOf(scenario), name: `bench-${scenario}`, scopes: ['gateway'], models: [] }, now), now);
+      keys.set(scenario, secret);
+    }
+    return keys;
+  } finally {
+    await directory.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 function message(err: unknown): string {
@@ -218,21 +259,57 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       // Anthropic's base URL has no /v1 in config/sightline.yaml (the client adds /v1/messages).
       ANTHROPIC_BASE_URL: mock.url,
     });
-    const gateway = async (name: 'sightline' | 'sightline-nocapture'): Promise<void> => {
+
+    // Keys for the authenticated gateways, made before they start (they then start with every
+    // key in memory). A fresh admin token per run: no key of an earlier run is valid.
+    const adminToken = randomBytes(32).toString('hex');
+    const wantsAuth = AUTH_ARMS.some((a) => opts.arms === null || opts.arms.includes(a));
+    let keys = new Map<string, string>();
+    let keysReason = '';
+    if (sightlineReason === '' && wantsAuth && nats !== undefined) {
+      try {
+        keys = await createKeys(nats.url, adminToken, opts.scenarios);
+        log(`created ${keys.size} Sightline keys (one per scenario team) in the NATS directory`);
+      } catch (e) {
+        keysReason = `could not create the Sightline keys in the NATS directory: ${message(e).slice(0, 400)}`;
+        log(keysReason);
+      }
+    }
+    const keyOf = (scenario: string): string => {
+      const k = keys.get(scenario);
+      // A name missing from StackOptions.scenarios is a bug in the run, not a refusal to measure.
+      if (k === undefined) throw new Error(`no Sightline key was created for scenario ${scenario}`);
+      return k;
+    };
+
+    const gateway = async (name: 'sightline' | 'sightline-nocapture' | 'sightline-noauth'): Promise<void> => {
       // The instance names the arm; the gateway appends a nonce. Scenarios are told apart by team.
-      const instance = `bench-${opts.runId}-${name === 'sightline' ? 'capture' : 'nocapture'}`;
-      if (sightlineReason !== '') {
-        arms.set(name, { name, target: undefined, reason: sightlineReason, pids: () => [], instance, output: () => '' });
+      const instance = `bench-${opts.runId}-${name === 'sightline' ? 'capture' : name === 'sightline-nocapture' ? 'nocapture' : 'noauth'}`;
+      const auth = AUTH_ARMS.includes(name);
+      const reason = sightlineReason !== '' ? sightlineReason : auth ? keysReason : '';
+      if (reason !== '') {
+        arms.set(name, { name, target: undefined, reason, pids: () => [], instance, output: () => '' });
         return;
       }
       const port = await freePort();
-      // Each gateway gets its own capture spool directory: the shipped default (data/spool under
-      // the working directory) would be shared by both gateways of this run and by anything else
-      // started from the repository root, which would then replay each other's batches.
-      const spool = mkdtempSync(join(tmpdir(), `sightline-bench-spool-${name}-`));
-      stoppers.push(async () => rmSync(spool, { recursive: true, force: true }));
-      const env = { ...baseEnv(port), SIGHTLINE_INSTANCE: instance, SIGHTLINE_SPOOL_DIR: spool, GATEWAY_WORKERS: String(opts.gatewayWorkers) };
-      if (name === 'sightline-nocapture') Object.assign(env, { SIGHTLINE_BENCH_CAPTURE_OFF: '1' });
+      // Each gateway gets its own data directory (its copy of the key directory) and capture
+      // spool: the shipped defaults (under data/ in the working directory) would be shared by
+      // the gateways of this run and by anything else started from the repository root, which
+      // would then replay each other's batches.
+      const dataDir = mkdtempSync(join(tmpdir(), `sightline-bench-${name}-`));
+      stoppers.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+      const spool = join(dataDir, 'spool');
+      mkdirSync(spool);
+      const env: Record<string, string> = {
+        ...baseEnv(port),
+        ...DUMMY_PROVIDER_KEYS,
+        SIGHTLINE_INSTANCE: instance,
+        SIGHTLINE_DATA_DIR: dataDir,
+        SIGHTLINE_SPOOL_DIR: spool,
+        GATEWAY_WORKERS: String(opts.gatewayWorkers),
+      };
+      if (auth) env.SIGHTLINE_ADMIN_TOKEN = adminToken;
+      if (name === 'sightline-nocapture') env.SIGHTLINE_BENCH_CAPTURE_OFF = '1';
       const app = startApp(name, 'apps/gateway/src/main.ts', env);
       stoppers.push(async () => {
         await app.stop();
@@ -247,9 +324,14 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
         if (proxyCpu !== undefined && app.child.pid !== undefined) for (const p of withChildren(app.child.pid)) pinPid(p, proxyCpu);
         const pid = app.child.pid ?? -1;
         roles.push({ role: `gateway (${name})`, pid: () => pid });
+        // With authentication on, the team comes from the key and the gateway ignores the team
+        // header; it is sent anyway so every Sightline arm is sent the same header names.
+        const extraHeaders: ArmTarget['extraHeaders'] = auth
+          ? (scenario, _p, requestHeaders) => ({ 'x-sightline-team': teamOf(scenario), ...keyHeaders(keyOf(scenario), requestHeaders) })
+          : (scenario) => ({ 'x-sightline-team': teamOf(scenario) });
         arms.set(name, {
           name,
-          target: { origin: url, extraHeaders: (scenario) => ({ 'x-sightline-team': teamOf(scenario) }) },
+          target: { origin: url, extraHeaders },
           reason: '',
           pids: () => withChildren(pid),
           instance,
@@ -329,25 +411,28 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       }
     };
 
-    log('starting ingester, gateways (capture on / off), node-proxy, nginx and portkey');
+    log('starting ingester, gateways (capture on / off, authentication off), node-proxy, nginx and portkey');
     const selected = (name: ArmName, start: () => Promise<void>): Promise<void> => {
       if (opts.arms === null || opts.arms.includes(name)) return start();
       arms.set(name, { name, target: undefined, reason: 'not selected (--arms)', pids: () => [], output: () => '' });
       return Promise.resolve();
     };
-    const wantsPipeline = opts.arms === null || opts.arms.includes('sightline');
+    const wantsPipeline = CAPTURING_ARMS.some((a) => opts.arms === null || opts.arms.includes(a));
     await Promise.all([
       wantsPipeline ? startIngester() : Promise.resolve(),
       selected('sightline', () => gateway('sightline')),
       selected('sightline-nocapture', () => gateway('sightline-nocapture')),
+      selected('sightline-noauth', () => gateway('sightline-noauth')),
       selected('node-proxy', nodeProxy),
       selected('nginx', nginx),
       selected('portkey', portkey),
     ]);
     if (ingester === undefined) {
-      const arm = arms.get('sightline');
-      if (arm !== undefined && arm.target !== undefined) {
-        arms.set('sightline', { ...arm, target: undefined, reason: 'the ingester did not start, so capture could not be checked' });
+      for (const name of CAPTURING_ARMS) {
+        const arm = arms.get(name);
+        if (arm !== undefined && arm.target !== undefined) {
+          arms.set(name, { ...arm, target: undefined, reason: 'the ingester did not start, so capture could not be checked' });
+        }
       }
     }
 

@@ -73,6 +73,17 @@ export function captureCost(withCapture: number | undefined, withoutCapture: num
   return (withCapture - withoutCapture) / withCapture;
 }
 
+/**
+ * Issue 10's auth cost: Sightline's added p50 (authentication on) over the same gateway's with
+ * authentication off, same scenario, same run (want ≤ 1.05: authentication adds at most 5 %).
+ * Undefined when an input is missing or the authentication-off added p50 is ≤ 0 (inside the
+ * noise of the floor: no ratio can be computed).
+ */
+export function authCost(withAuth: number | undefined, withoutAuth: number | undefined): number | undefined {
+  if (withAuth === undefined || withoutAuth === undefined || withoutAuth <= 0) return undefined;
+  return withAuth / withoutAuth;
+}
+
 /** Rotates `items` left by `by`, so each arm takes every position across rounds. */
 export function rotate<T>(items: readonly T[], by: number): T[] {
   if (items.length === 0) return [];

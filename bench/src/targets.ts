@@ -1,11 +1,17 @@
 /**
- * The issue 5 ratios and the BRIEF's targets, read off a run's results. Pure (tested in
+ * The issue 5 ratios, issue 10's auth cost and the BRIEF's targets, read off a run's results. Pure (tested in
  * bench/test/bench-pure.test.ts); a target not measured in the run is reported as such
  * (`met: null`), never as passed.
  */
 import type { ArmRow, Check, RunResults, ScenarioResult } from './report.js';
 import type { ArmName } from './scenarios.js';
-import { captureCost, portkeyRatio } from './stats.js';
+import { AUTH_COST_SCENARIO } from './scenarios.js';
+import { authCost, captureCost, portkeyRatio } from './stats.js';
+
+/** Issue 10: authentication may add at most 5 % to Sightline's added p50. */
+export const MAX_AUTH_COST = 1.05;
+/** Issue 10: the `auth` stage is a map lookup, "its p50 must stay within a few microseconds". */
+export const MAX_AUTH_STAGE_P50_US = 5;
 
 function findRow(results: ScenarioResult[], scenario: string, arm: ArmName): ArmRow | undefined {
   const row = results.find((s) => s.name === scenario)?.arms.find((a) => a.arm === arm);
@@ -18,6 +24,9 @@ export function ratios(results: ScenarioResult[]): Check[] {
   const nc = findRow(results, 'json-1k-seq', 'sightline-nocapture');
   const r = portkeyRatio(sl?.added_p50_us, pk?.added_p50_us);
   const c = captureCost(sl?.added_p50_us, nc?.added_p50_us);
+  const slAuth = findRow(results, AUTH_COST_SCENARIO, 'sightline');
+  const na = findRow(results, AUTH_COST_SCENARIO, 'sightline-noauth');
+  const a = authCost(slAuth?.added_p50_us, na?.added_p50_us);
   return [
     {
       name: 'Portkey added p50 / Sightline added p50 (1 KiB JSON, sequential)',
@@ -32,6 +41,13 @@ export function ratios(results: ScenarioResult[]): Check[] {
       want: '≤ 0.10',
       met: c === undefined ? null : c <= 0.1,
       detail: `capture on ${sl?.added_p50_us ?? '–'} µs, off ${nc?.added_p50_us ?? '–'} µs`,
+    },
+    {
+      name: 'auth cost = Sightline added p50 / authentication-off added p50 (1 KiB JSON, sequential)',
+      value: a ?? null,
+      want: `≤ ${MAX_AUTH_COST} (authentication adds ≤ 5 % to the added p50)`,
+      met: a === undefined ? null : a <= MAX_AUTH_COST,
+      detail: `authentication on ${slAuth?.added_p50_us ?? '–'} µs, off ${na?.added_p50_us ?? '–'} µs`,
     },
   ];
 }
@@ -60,5 +76,6 @@ export function targets(results: ScenarioResult[], ladder: RunResults['ladder'])
       detail: top === undefined ? `5,000 req/s not in this run's ladder (highest passing: ${lad?.max_ok_rate ?? 'none'} req/s)` : `${top.ok}/${top.sent} answered, ${top.captured ?? 0}/${top.capture_expected ?? 0} captured`,
     },
     check('Sightline added p99 at 5,000 req/s (µs)', top?.added_p99_us, 50_000, 'µs'),
+    check('Sightline auth stage p50 with keys, 1 KiB JSON (µs)', findRow(results, AUTH_COST_SCENARIO, 'sightline')?.auth_stage_p50_us, MAX_AUTH_STAGE_P50_US, 'µs'),
   ];
 }

@@ -6,7 +6,7 @@
 import type { RunContext } from './context.js';
 import { REQUEST_TIMEOUT_MS } from './context.js';
 import { log } from './log.js';
-import { ARMS, teamOf } from './scenarios.js';
+import { ARMS, CAPTURING_ARMS, teamOf } from './scenarios.js';
 import type { ArmName, MockKnobs, Scenario } from './scenarios.js';
 import type { Arm } from './stack.js';
 import type { BlockResult, DriverMode } from './types.js';
@@ -43,17 +43,17 @@ export async function warmup(ctx: RunContext): Promise<Record<string, string | n
       t.sent += r.attempted;
       t.errors += r.errors + r.prewarmErrors;
       totals.set(arm.name, t);
-      if (arm.name === 'sightline') ctx.note(teamOf('warmup'), r.attempted);
+      if (CAPTURING_ARMS.includes(arm.name)) ctx.note(arm.name, teamOf('warmup'), r.attempted);
       ctx.diagnose(arm, `warm-up/${arm.name}`, r);
       log(`warm-up ${arm.name} ${phase.mode.kind}${phase.scenario.request.stream === undefined ? '' : ' stream'}: ${r.attempted} requests in ${((Date.now() - started) / 1000).toFixed(1)} s, ${r.errors} errors`);
     }
   }
   for (const [name, t] of totals) out[name] = `${t.sent} requests, ${t.errors} errors`;
-  const s = ctx.arm('sightline');
-  if (s.instance !== undefined && s.target !== undefined) {
+  for (const name of CAPTURING_ARMS) {
+    const s = ctx.arm(name);
+    if (s.instance === undefined || s.target === undefined) continue;
     // Let the warm-up's capture drain so it does not run into the first measured block.
-    const expected = ctx.sentByTeam.get(teamOf('warmup')) ?? 0;
-    await ctx.waitCaptured(s.instance, teamOf('warmup'), expected);
+    await ctx.waitCaptured(s.instance, teamOf('warmup'), ctx.sent(name, teamOf('warmup')));
   }
   log(`warm-up done: ${[...totals].map(([n, t]) => `${n} ${t.sent}`).join(', ')}`);
   return out;

@@ -12,6 +12,7 @@ import type { ArmRow, LadderStep, RunResults, ScenarioResult } from '../src/repo
 import { SETTLE_CPU_PCT, pctOfCore } from '../src/settle.js';
 import { ratios, targets } from '../src/targets.js';
 import { probeVerdict } from '../src/warmup.js';
+import { authStageLine } from '../src/report.js';
 
 function block(id: string, attempted: number, over: Partial<GatedBlock['result']> = {}, mockRequests = attempted): GatedBlock {
   return { result: { id, attempted, errors: 0, prewarmErrors: 0, truncated: false, ...over }, mockRequests };
@@ -125,6 +126,30 @@ describe('ratios and targets', () => {
     assert.equal(cost?.met, true);
   });
 
+  it('computes the auth cost from the same scenario and meets it up to 5 % only', () => {
+    const auth = (withAuth: number, without: number) => ratios(scenarios([arm('sightline', { added_p50_us: withAuth }), arm('sightline-noauth', { added_p50_us: without })]))[2];
+    const ok = auth(105, 100);
+    assert.equal(ok?.value, 1.05);
+    assert.equal(ok?.met, true);
+    assert.equal(ok?.detail, 'authentication on 105 µs, off 100 µs');
+    assert.match(ok?.want ?? '', /authentication adds ≤ 5 % to the added p50/);
+    assert.equal(auth(106, 100)?.met, false);
+    assert.equal(auth(100, 0)?.met, null, 'an authentication-off figure at the floor gives no ratio, not a pass');
+    const missing = ratios(scenarios([arm('sightline', { added_p50_us: 100 }), arm('sightline-noauth', { status: 'n/a', added_p50_us: 90 })]))[2];
+    assert.equal(missing?.value, null);
+    assert.equal(missing?.met, null);
+  });
+
+  it('checks the auth stage p50 with keys against a few microseconds and shows both arms', () => {
+    const rows = scenarios([arm('sightline', { auth_stage_p50_us: 1.4 }), arm('sightline-noauth', { auth_stage_p50_us: 0.3 })]);
+    const stage = targets(rows, null)[5];
+    assert.equal(stage?.value, 1.4);
+    assert.equal(stage?.met, true);
+    assert.equal(targets(scenarios([arm('sightline', { auth_stage_p50_us: 5.1 })]), null)[5]?.met, false);
+    assert.match(authStageLine(rows), /json-1k-seq sightline 1\.4; json-1k-seq sightline-noauth 0\.3\.$/);
+    assert.equal(authStageLine(scenarios([arm('sightline', {})])), '');
+  });
+
   it('reports what was not measured as unknown, never as met', () => {
     // Portkey unsupported: its row is not `ok`, so the ratio has no input.
     const [pk, cost] = ratios(scenarios([arm('sightline', { added_p50_us: 100 }), arm('portkey', { status: 'unsupported', added_p50_us: 500 })]));
@@ -132,7 +157,7 @@ describe('ratios and targets', () => {
     assert.equal(pk?.met, null);
     assert.equal(cost?.met, null);
     const t = targets([], null);
-    assert.equal(t.length, 5);
+    assert.equal(t.length, 6);
     assert.ok(t.every((c) => c.met === null && c.value === null));
     assert.match(t[3]?.detail ?? '', /not in this run's ladder \(highest passing: none req\/s\)/);
   });

@@ -1,13 +1,15 @@
 /**
  * The benchmark's own logic that can be wrong without any server: first-token detection across
- * TCP reads, the added-latency arithmetic, the issue 5 ratios, exact body sizes and the nginx
- * configuration. Imports nothing from bench/node_modules, so it runs in the root `npm test`
+ * TCP reads, the added-latency arithmetic, the issue 5 ratios and issue 10's auth cost, exact
+ * body sizes, the requests the authenticated arms are sent, and the nginx configuration. Imports nothing from bench/node_modules, so it runs in the root `npm test`
  * without `npm --prefix bench install`.
  */
 import { describe, it } from 'node:test';
 import { strict as assert } from 'node:assert';
 import { FirstTokenScanner } from '../src/sse.js';
-import { added, captureCost, drift, errorRate, meanPercentiles, padBody, portkeyRatio, rotate } from '../src/stats.js';
+import { added, authCost, captureCost, drift, errorRate, meanPercentiles, padBody, portkeyRatio, rotate } from '../src/stats.js';
+import { ARMS, AUTH_COST_SCENARIO, LADDER_ARMS, PROXY_ARMS, benchScenarios, buildPlan, keyHeaders, teamOf, template } from '../src/scenarios.js';
+import type { ArmTarget } from '../src/scenarios.js';
 import { nginxConfig } from '../src/peers/nginx.js';
 
 const ROLE = 'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n';
@@ -95,6 +97,15 @@ describe('report arithmetic', () => {
     assert.equal(errorRate(0, 0), 0);
   });
 
+  it('computes the auth cost as added p50 with authentication over without, and nothing from a floor-level figure', () => {
+    assert.equal(authCost(105, 100), 1.05);
+    assert.equal(authCost(98, 100), 0.98, 'an authenticated arm under the other shows as < 1, not clamped');
+    assert.equal(authCost(100, 0), undefined, 'no ratio over an added p50 inside the noise of the floor');
+    assert.equal(authCost(100, -3), undefined);
+    assert.equal(authCost(undefined, 100), undefined);
+    assert.equal(authCost(100, undefined), undefined);
+  });
+
   it('rotates arms so each takes every position across rounds', () => {
     const arms = ['a', 'b', 'c'];
     assert.deepEqual(rotate(arms, 0), ['a', 'b', 'c']);
@@ -111,6 +122,72 @@ describe('report arithmetic', () => {
       assert.ok((parsed.messages[0]?.content.length ?? 0) > size - 100);
     }
     assert.throws(() => padBody('x'.repeat(10), '', 5));
+  });
+});
+
+describe('authenticated arms', () => {
+  const KEY = 'sl-0123456789abcdefghijABCDEFGHIJ';
+  const plan = buildPlan(true);
+  const target: ArmTarget = {
+    origin: 'http://127.0.0.1:1',
+    // As stack.ts builds it for an authenticated Sightline gateway.
+    extraHeaders: (scenario, _p, requestHeaders) => ({ 'x-sightline-team': teamOf(scenario), ...keyHeaders(KEY, requestHeaders) }),
+  };
+  const scenarioOf = (name: string) => {
+    const s = plan.scenarios.find((x) => x.name === name);
+    assert.ok(s !== undefined, name);
+    return s;
+  };
+
+  it('sends the key as a bearer token in place of the OpenAI client dummy key', () => {
+    const s = scenarioOf('json-1k-seq');
+    const t = template('sightline', target, s.name, s.request, s.directRequest, s.portkeyProvider);
+    assert.equal(t.headers.authorization, `Bearer ${KEY}`);
+    assert.equal(t.headers['x-api-key'], undefined);
+    assert.equal(t.headers['x-sightline-team'], 'bench-json-1k-seq');
+    assert.equal(Object.values(t.headers).filter((v) => v.includes('not-a-real-key')).length, 0, 'no dummy provider key left beside the Sightline key');
+  });
+
+  it('sends the key as x-api-key in place of the Anthropic client dummy key', () => {
+    const s = scenarioOf('sse-anthropic');
+    const t = template('sightline', target, s.name, s.request, s.directRequest, s.portkeyProvider);
+    assert.equal(t.headers['x-api-key'], KEY);
+    assert.equal(t.headers.authorization, undefined);
+    assert.equal(t.headers['anthropic-version'], '2023-06-01');
+  });
+
+  it('follows the client, not the provider: an OpenAI client asking for a Claude model sends a bearer token', () => {
+    const s = scenarioOf('sse-cross');
+    assert.equal(s.portkeyProvider, 'anthropic');
+    const t = template('sightline', target, s.name, s.request, s.directRequest, s.portkeyProvider);
+    assert.equal(t.headers.authorization, `Bearer ${KEY}`);
+    assert.equal(t.headers['x-api-key'], undefined);
+  });
+
+  it('finds the client credential header whatever its case', () => {
+    assert.deepEqual(keyHeaders(KEY, { 'X-Api-Key': 'x' }), { 'x-api-key': KEY });
+    assert.deepEqual(keyHeaders(KEY, { Authorization: 'Bearer x', 'x-api-key': 'y' }), { authorization: `Bearer ${KEY}` });
+    assert.deepEqual(keyHeaders(KEY, {}), { authorization: `Bearer ${KEY}` });
+  });
+
+  it('has a key for every name the Sightline arms are sent traffic under: warm-up, each scenario, each ladder step', () => {
+    const names = benchScenarios({ scenarios: plan.scenarios, ladder: { ...plan.ladder, rates: [3_500, 5_000] } });
+    assert.deepEqual(names, ['warmup', ...plan.scenarios.map((s) => s.name), 'ladder-3500', 'ladder-5000']);
+    assert.equal(new Set(names.map(teamOf)).size, names.length, 'one team per name: the completeness check counts by team');
+  });
+
+  it('measures the authentication-off arm in the 1 KiB sequential scenario only, and not in the ladder', () => {
+    assert.ok(PROXY_ARMS.includes('sightline-noauth'), 'interleaved with the other proxy arms');
+    for (const full of [true, false]) {
+      for (const s of buildPlan(full).scenarios) {
+        const na = s.notApplicable['sightline-noauth'];
+        if (s.name === AUTH_COST_SCENARIO) assert.equal(na, undefined);
+        else assert.match(na ?? '', /measured in json-1k-seq only/, s.name);
+        // The other arms keep their own applicability.
+        assert.deepEqual(Object.keys(s.notApplicable).filter((k) => k !== 'sightline-noauth'), s.name === 'sse-cross' ? ['node-proxy', 'nginx'] : []);
+      }
+    }
+    assert.deepEqual(LADDER_ARMS, ARMS.filter((a) => a !== 'sightline-noauth'));
   });
 });
 
