@@ -1,9 +1,9 @@
 export { DirectoryError } from './errors.js';
 export type { DirectoryErrorCode } from './errors.js';
 export { SCOPES } from './types.js';
-export type { Directory, DirectoryStatus, KeyCheck, KeyFilter, KeyInput, KeyRecord, KeyRefusal, KeyView, Scope, TeamRecord, TeamSettings } from './types.js';
+export type { Budget, Directory, DirectoryStatus, KeyCheck, KeyFilter, KeyInput, KeyRecord, KeyRefusal, KeyView, Limits, Scope, TeamRecord, TeamSettings } from './types.js';
 export { KeyHasher, KEY_PREFIX, hintOf, looksLikeKey, newKeyId, newKeySecret, sameSecret } from './secrets.js';
-export { checkTeamName, parseGraceSeconds, parseKeyInput, parseTeamSettings } from './validate.js';
+export { checkTeamName, parseBudget, parseGraceSeconds, parseKeyInput, parseLimits, parseTeamSettings } from './validate.js';
 export { keyView, newKeyRecord, revokedRecord, rotatedRecord, teamRecord } from './records.js';
 export { DirectoryState } from './state.js';
 export { MemoryDirectory } from './memory.js';

@@ -23,6 +23,8 @@ export function newKeyRecord(input: KeyInput, hasher: KeyHasher, nowMs: number):
       hash: hasher.hash(secret),
       hint: hintOf(secret),
       previous: null,
+      limits: input.limits,
+      budget: input.budget,
     },
   };
 }
@@ -62,5 +64,7 @@ export function keyView(r: KeyRecord): KeyView {
     revoked_at: r.revoked_at,
     hint: r.hint,
     previous_valid_until: r.previous?.until ?? null,
+    limits: r.limits ?? null,
+    budget: r.budget ?? null,
   };
 }

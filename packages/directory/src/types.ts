@@ -16,6 +16,19 @@ import type { ContentPolicy } from '@sightline/core';
 export type Scope = 'gateway' | 'read' | 'content';
 export const SCOPES: readonly Scope[] = ['gateway', 'read', 'content'];
 
+/** Rate limits of a key or a team, per UTC minute (docs/governance.md). */
+export interface Limits {
+  requests_per_minute?: number;
+  /** Input plus output tokens. */
+  tokens_per_minute?: number;
+}
+
+/** A spending limit in US dollars per UTC calendar day or month, at the configured prices. */
+export interface Budget {
+  usd: number;
+  period: 'day' | 'month';
+}
+
 /** A key as stored (the shared key-value store holds this JSON; no secret in it). */
 export interface KeyRecord {
   /** `key_` and 16 letters or digits; public, appears in captured data as `key_id`. */
@@ -38,6 +51,10 @@ export interface KeyRecord {
   hint: string;
   /** After a rotation: the previous secret's hash, valid until `until` (RFC 3339). */
   previous: { hash: string; hint: string; until: string } | null;
+  /** Rate limits of this key (its team's apply too); null: none. Absent in records before v0.2. */
+  limits?: Limits | null;
+  /** Budget of this key (its team's applies too); null: none. */
+  budget?: Budget | null;
 }
 
 /** A key as the admin API shows it: everything but hashes. */
@@ -53,6 +70,8 @@ export interface KeyView {
   hint: string;
   /** RFC 3339 end of the previous secret's grace period after a rotation, or null. */
   previous_valid_until: string | null;
+  limits: Limits | null;
+  budget: Budget | null;
 }
 
 /** Settings of a team; later issues add content capture, limits and budgets here. */
@@ -65,6 +84,10 @@ export interface TeamSettings {
    * gateway). Absent: the configuration's `capture.content` (default `full`).
    */
   content_capture?: ContentPolicy;
+  /** Rate limits shared by every key of the team. */
+  limits?: Limits;
+  /** Budget shared by every key of the team. */
+  budget?: Budget;
 }
 
 export interface TeamRecord {
@@ -82,6 +105,8 @@ export interface KeyInput {
   scopes: Scope[];
   models: string[];
   expires_at: string | null;
+  limits: Limits | null;
+  budget: Budget | null;
 }
 
 export interface KeyFilter {

@@ -5,7 +5,7 @@
 import { globToRegExp } from '@sightline/config';
 import { CONTENT_POLICIES, type ContentPolicy } from '@sightline/core';
 import { DirectoryError } from './errors.js';
-import { SCOPES, type KeyInput, type Scope, type TeamSettings } from './types.js';
+import { SCOPES, type Budget, type KeyInput, type Limits, type Scope, type TeamSettings } from './types.js';
 
 const TEAM_RE = /^[A-Za-z0-9._-]{1,64}$/;
 const MODEL_GLOB_RE = /^[A-Za-z0-9._:/@*-]{1,128}$/;
@@ -35,7 +35,7 @@ function time(v: unknown, field: string): string | null {
 
 export function parseKeyInput(body: unknown, nowMs: number): KeyInput {
   if (!isObject(body)) invalid('body', 'must be a JSON object');
-  known(body, ['team', 'name', 'scopes', 'models', 'expires_at'], '');
+  known(body, ['team', 'name', 'scopes', 'models', 'expires_at', 'limits', 'budget'], '');
   const team = checkTeamName(body.team);
   const name = body.name;
   if (typeof name !== 'string' || name.length < 1 || name.length > 128 || /[\u0000-\u001f]/.test(name)) invalid('name', 'must be 1 to 128 printable characters');
@@ -56,12 +56,38 @@ export function parseKeyInput(body: unknown, nowMs: number): KeyInput {
   }
   const expires = time(body.expires_at, 'expires_at');
   if (expires !== null && Date.parse(expires) <= nowMs) invalid('expires_at', 'must be in the future');
-  return { team, name, scopes, models, expires_at: expires };
+  return { team, name, scopes, models, expires_at: expires, limits: parseLimits(body.limits, 'limits'), budget: parseBudget(body.budget, 'budget') };
+}
+
+function positiveInt(v: unknown, field: string, max: number): number {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > max) invalid(field, `must be a whole number from 1 to ${max}`);
+  return v;
+}
+
+/** `{"requests_per_minute":…,"tokens_per_minute":…}`; null or absent: no limits. */
+export function parseLimits(v: unknown, field: string): Limits | null {
+  if (v === undefined || v === null) return null;
+  if (!isObject(v)) invalid(field, 'must be an object such as {"requests_per_minute":60,"tokens_per_minute":100000}');
+  known(v, ['requests_per_minute', 'tokens_per_minute'], field);
+  const out: Limits = {};
+  if (v.requests_per_minute !== undefined && v.requests_per_minute !== null) out.requests_per_minute = positiveInt(v.requests_per_minute, `${field}.requests_per_minute`, 1e9);
+  if (v.tokens_per_minute !== undefined && v.tokens_per_minute !== null) out.tokens_per_minute = positiveInt(v.tokens_per_minute, `${field}.tokens_per_minute`, 1e12);
+  return out.requests_per_minute === undefined && out.tokens_per_minute === undefined ? null : out;
+}
+
+/** `{"usd":…,"period":"day"|"month"}`; null or absent: no budget. */
+export function parseBudget(v: unknown, field: string): Budget | null {
+  if (v === undefined || v === null) return null;
+  if (!isObject(v)) invalid(field, 'must be an object such as {"usd":25,"period":"month"}');
+  known(v, ['usd', 'period'], field);
+  if (typeof v.usd !== 'number' || !Number.isFinite(v.usd) || v.usd <= 0 || v.usd > 1e9) invalid(`${field}.usd`, 'must be a positive number of US dollars');
+  if (v.period !== 'day' && v.period !== 'month') invalid(`${field}.period`, 'must be "day" or "month" (UTC calendar periods)');
+  return { usd: v.usd, period: v.period };
 }
 
 export function parseTeamSettings(body: unknown): TeamSettings {
   if (!isObject(body)) invalid('body', 'must be a JSON object of team settings');
-  known(body, ['description', 'content_capture'], '');
+  known(body, ['description', 'content_capture', 'limits', 'budget'], '');
   const out: TeamSettings = {};
   if (body.description !== undefined && body.description !== null) {
     if (typeof body.description !== 'string' || body.description.length > 1000) invalid('description', 'must be a string of at most 1000 characters');
@@ -71,6 +97,10 @@ export function parseTeamSettings(body: unknown): TeamSettings {
     if (typeof body.content_capture !== 'string' || !(CONTENT_POLICIES as readonly string[]).includes(body.content_capture)) invalid('content_capture', `must be one of ${CONTENT_POLICIES.join(', ')}`);
     out.content_capture = body.content_capture as ContentPolicy;
   }
+  const limits = parseLimits(body.limits, 'limits');
+  if (limits !== null) out.limits = limits;
+  const budget = parseBudget(body.budget, 'budget');
+  if (budget !== null) out.budget = budget;
   return out;
 }
 

@@ -76,3 +76,16 @@ test('the embedded directory persists to a file readable by its owner only, with
     rmSync(d, { recursive: true, force: true });
   }
 });
+
+test('limits and budgets on keys and teams are checked field by field and kept', async () => {
+  const dir = new MemoryDirectory({ hasher });
+  const { record } = await dir.createKey(parseKeyInput({ team: 'a', name: 'x', scopes: ['gateway'], limits: { requests_per_minute: 60, tokens_per_minute: 1000 }, budget: { usd: 0.05, period: 'day' } }, T0), T0);
+  assert.deepEqual([keyView(record).limits, keyView(record).budget], [{ requests_per_minute: 60, tokens_per_minute: 1000 }, { usd: 0.05, period: 'day' }]);
+  const bad = (body: Record<string, unknown>, field: string) => assert.throws(() => parseKeyInput({ team: 'a', name: 'x', scopes: ['gateway'], ...body }, T0), (e: unknown) => e instanceof DirectoryError && e.field === field, field);
+  bad({ limits: { requests_per_minute: 0 } }, 'limits.requests_per_minute');
+  bad({ limits: { requests_per_minute: 1.5 } }, 'limits.requests_per_minute');
+  bad({ limits: { rpm: 5 } }, 'limits.rpm');
+  bad({ budget: { usd: -1, period: 'day' } }, 'budget.usd');
+  bad({ budget: { usd: 1, period: 'week' } }, 'budget.period');
+  assert.deepEqual(parseTeamSettings({ limits: { tokens_per_minute: 5 }, budget: { usd: 10, period: 'month' }, content_capture: 'none' }), { limits: { tokens_per_minute: 5 }, budget: { usd: 10, period: 'month' }, content_capture: 'none' });
+});

@@ -26,6 +26,27 @@ function boolParam(name: string, v: unknown): boolean | undefined {
 
 const NULLABLE_TIME = { type: ['string', 'null'], description: 'RFC 3339, or null' } as const;
 
+/** Rate limits per UTC minute (docs/governance.md). */
+const LIMITS = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    requests_per_minute: { type: 'integer', minimum: 1 },
+    tokens_per_minute: { type: 'integer', minimum: 1, description: 'Input plus output tokens' },
+  },
+} as const;
+
+/** A spending limit per UTC calendar day or month, at the configured prices. */
+const BUDGET = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['usd', 'period'],
+  properties: { usd: { type: 'number', exclusiveMinimum: 0 }, period: { type: 'string', enum: ['day', 'month'] } },
+} as const;
+
+const NULLABLE_LIMITS = { anyOf: [LIMITS, { type: 'null' }] } as const;
+const NULLABLE_BUDGET = { anyOf: [BUDGET, { type: 'null' }] } as const;
+
 /**
  * A key without its secret (packages/directory `keyView`). Further properties are let
  * through: the directory owns this shape.
@@ -33,7 +54,7 @@ const NULLABLE_TIME = { type: ['string', 'null'], description: 'RFC 3339, or nul
 const KEY_VIEW = {
   type: 'object',
   additionalProperties: true,
-  required: ['id', 'team', 'name', 'scopes', 'models', 'created_at', 'expires_at', 'revoked_at', 'hint', 'previous_valid_until'],
+  required: ['id', 'team', 'name', 'scopes', 'models', 'created_at', 'expires_at', 'revoked_at', 'hint', 'previous_valid_until', 'limits', 'budget'],
   properties: {
     id: { type: 'string', description: '`key_` and 16 letters or digits; the `key_id` of captured requests' },
     team: { type: 'string' },
@@ -45,6 +66,8 @@ const KEY_VIEW = {
     revoked_at: NULLABLE_TIME,
     hint: { type: 'string', description: 'The secret\'s prefix and last four characters, to recognise it' },
     previous_valid_until: { ...NULLABLE_TIME, description: 'After a rotation: until when the previous secret still works' },
+    limits: NULLABLE_LIMITS,
+    budget: NULLABLE_BUDGET,
   },
 } as const;
 
@@ -63,7 +86,11 @@ const TEAM = {
     name: { type: 'string' },
     created_at: ISO_TIME,
     updated_at: ISO_TIME,
-    settings: { type: 'object', additionalProperties: true, properties: { description: { type: 'string' } } },
+    settings: {
+      type: 'object',
+      additionalProperties: true,
+      properties: { description: { type: 'string' }, content_capture: { type: 'string', enum: ['full', 'redacted', 'none'] }, limits: LIMITS, budget: BUDGET },
+    },
   },
 } as const;
 
@@ -92,6 +119,8 @@ export function registerAdminRoutes(app: FastifyInstance, directory: Directory |
           scopes: { type: 'array', items: { type: 'string' }, description: 'Any of `gateway`, `read`, `content`' },
           models: { type: ['array', 'null'], items: { type: 'string' }, description: 'Model name globs (`gpt-*`); none or empty: every model' },
           expires_at: { type: ['string', 'null'], description: 'RFC 3339, or null: never' },
+          limits: { type: ['object', 'null'], description: '`{"requests_per_minute":…,"tokens_per_minute":…}` (docs/governance.md)' },
+          budget: { type: ['object', 'null'], description: '`{"usd":…,"period":"day"|"month"}` (docs/governance.md)' },
         },
       },
       response: { 201: KEY_WITH_SECRET, ...ERRORS },
@@ -182,7 +211,16 @@ export function registerAdminRoutes(app: FastifyInstance, directory: Directory |
       tags: TAGS,
       params: TEAM_PARAMS,
       // The directory checks the settings and names an unknown one (parseTeamSettings).
-      body: { type: 'object', additionalProperties: true, properties: { description: { type: ['string', 'null'] } } },
+      body: {
+        type: 'object',
+        additionalProperties: true,
+        properties: {
+          description: { type: ['string', 'null'] },
+          content_capture: { type: ['string', 'null'], description: '`full`, `redacted` or `none` (docs/api.md, "Content")' },
+          limits: { type: ['object', 'null'], description: 'Rate limits shared by every key of the team' },
+          budget: { type: ['object', 'null'], description: 'Budget shared by every key of the team' },
+        },
+      },
       response: { 200: TEAM, ...ERRORS },
     },
   }, async (req) => {
