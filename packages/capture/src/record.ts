@@ -28,8 +28,16 @@ export class RequestRecord {
   tParsed = 0;
   /** Caller identified: its team read (keys are not checked yet). */
   tAuth = 0;
+  /** Rate limits checked; -1: none applied (the stage is absent). */
+  tLimits = -1;
   /** Provider chosen. */
   tRouted = 0;
+  /** Cache looked up; -1: the route has no cache (the stage is absent). */
+  tCache = -1;
+  /** Budget reserved; -1: none applied (the stage is absent). */
+  tBudget = -1;
+  /** Answered from the cache. */
+  cacheHit = false;
   /** Upstream request built (headers, body). */
   tBuilt = 0;
   /** Start of the final upstream attempt, when earlier attempts failed (else 0). */

@@ -82,7 +82,15 @@ export interface WireRecord {
   tBody: number;
   tParsed: number;
   tAuth: number;
+  /** End of the rate-limit check; -1: no limits applied to the request (stage absent). */
+  tLimits: number;
   tRouted: number;
+  /** End of the cache lookup; -1: the route has no cache (stage absent). */
+  tCache: number;
+  /** End of the budget reservation; -1: no budget applied (stage absent). */
+  tBudget: number;
+  /** The response came from the cache: no upstream stages. */
+  cacheHit: boolean;
   tBuilt: number;
   tAttempt: number;
   tConnected: number;

@@ -37,13 +37,13 @@ export interface DecodeOptions {
 }
 
 const NUMBER_FIELDS = [
-  'seq', 't0', 'tBody', 'tParsed', 'tAuth', 'tRouted', 'tBuilt', 'tAttempt', 'tConnected', 'tSent', 'tFirstByte', 'tFirstToken', 'tLastByte', 'tEnd', 'tFirstWrite', 'tFinish',
+  'seq', 't0', 'tBody', 'tParsed', 'tAuth', 'tLimits', 'tRouted', 'tCache', 'tBudget', 'tBuilt', 'tAttempt', 'tConnected', 'tSent', 'tFirstByte', 'tFirstToken', 'tLastByte', 'tEnd', 'tFirstWrite', 'tFinish',
   'status', 'upstreamStatus', 'requestBytes', 'responseBytes', 'inputTokens', 'outputTokens', 'cacheReadTokens', 'cacheWriteTokens',
 ] as const;
 const STRING_FIELDS = [
   'traceId', 'parentSpanId', 'rootSpanId', 'method', 'route', 'dialect', 'model', 'upstreamModel', 'provider', 'upstreamHost', 'team', 'keyId', 'endUser', 'sessionId', 'errorType', 'errorMessage', 'responseModel',
 ] as const;
-const BOOLEAN_FIELDS = ['newConnection', 'partial', 'stream', 'aborted', 'usageFound'] as const;
+const BOOLEAN_FIELDS = ['newConnection', 'partial', 'stream', 'aborted', 'usageFound', 'cacheHit'] as const;
 const ATTEMPT_NUMBERS = ['start', 'end', 'status'] as const;
 const ATTEMPT_STRINGS = ['provider', 'model', 'upstreamHost', 'errorType', 'errorMessage'] as const;
 const STAGE_SET: ReadonlySet<string> = new Set(STAGES);
@@ -61,6 +61,10 @@ export function checkWireRecord(x: unknown, i: number): WireRecord {
     o.tagKeys ??= [];
     o.tagValues ??= [];
     o.content ??= null;
+    o.tLimits ??= -1;
+    o.tCache ??= -1;
+    o.tBudget ??= -1;
+    o.cacheHit ??= false;
   }
   const bad = (what: string): never => {
     throw new BadBatchError(`record ${i}: ${what}`);

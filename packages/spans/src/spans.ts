@@ -126,12 +126,14 @@ function hrToNsString(t: HrTime): string {
 /** The marks stage intervals are made of (a RequestRecord or a WireRecord). */
 export type StageMarks = Pick<
   WireRecord,
-  't0' | 'tBody' | 'tParsed' | 'tAuth' | 'tRouted' | 'tBuilt' | 'tAttempt' | 'tConnected' | 'tSent' | 'tFirstByte' | 'tLastByte' | 'tEnd' | 'tFinish' | 'newConnection' | 'failedStage'
+  't0' | 'tBody' | 'tParsed' | 'tAuth' | 'tLimits' | 'tRouted' | 'tCache' | 'tBudget' | 'tBuilt' | 'tAttempt' | 'tConnected' | 'tSent' | 'tFirstByte' | 'tLastByte' | 'tEnd' | 'tFinish' | 'newConnection' | 'failedStage' | 'cacheHit'
 >;
 
 interface StageMark {
   name: StageName;
   end: (r: StageMarks) => number;
+  /** Skipped for a response served from the cache (nothing went upstream). */
+  upstreamSide?: true;
 }
 
 /** Stage order and the mark at which each one ends. */
@@ -139,14 +141,18 @@ const STAGE_MARKS: readonly StageMark[] = [
   { name: 'ingress.read', end: (r) => r.tBody },
   { name: 'parse', end: (r) => r.tParsed },
   { name: 'auth', end: (r) => r.tAuth },
+  // Controls (issue 12): -1 when the control does not apply to the request.
+  { name: 'limits', end: (r) => r.tLimits },
   { name: 'route', end: (r) => r.tRouted },
-  { name: 'translate.request', end: (r) => r.tBuilt },
-  { name: 'upstream.retry', end: (r) => (r.tAttempt > 0 ? r.tAttempt : -1) },
-  { name: 'upstream.connect', end: (r) => (r.newConnection ? r.tConnected : -1) },
-  { name: 'upstream.send', end: (r) => r.tSent },
-  { name: 'upstream.wait', end: (r) => r.tFirstByte },
-  { name: 'upstream.stream', end: (r) => r.tLastByte },
-  { name: 'translate.response', end: (r) => r.tEnd },
+  { name: 'cache', end: (r) => r.tCache },
+  { name: 'budget', end: (r) => r.tBudget, upstreamSide: true },
+  { name: 'translate.request', end: (r) => r.tBuilt, upstreamSide: true },
+  { name: 'upstream.retry', end: (r) => (r.tAttempt > 0 ? r.tAttempt : -1), upstreamSide: true },
+  { name: 'upstream.connect', end: (r) => (r.newConnection ? r.tConnected : -1), upstreamSide: true },
+  { name: 'upstream.send', end: (r) => r.tSent, upstreamSide: true },
+  { name: 'upstream.wait', end: (r) => r.tFirstByte, upstreamSide: true },
+  { name: 'upstream.stream', end: (r) => r.tLastByte, upstreamSide: true },
+  { name: 'translate.response', end: (r) => r.tEnd, upstreamSide: true },
   { name: 'egress.write', end: (r) => r.tFinish },
 ];
 
@@ -167,6 +173,7 @@ export function stageIntervals(r: StageMarks): StageInterval[] {
   let prev = r.t0;
   let pending: StageName | null = null;
   for (const s of STAGE_MARKS) {
+    if (r.cacheHit && s.upstreamSide === true) continue;
     const end = s.end(r);
     if (end < 0) continue; // optional stage that did not happen
     if (end === 0 || end < prev) {

@@ -181,3 +181,22 @@ test('a record built twice (a redelivered batch) gives the same span ids; ids wi
   assert.notEqual(childSpanId('0000000000000001', 1), childSpanId('0000000000000002', 1));
   assert.notEqual(childSpanId('ffffffffffffffff', 1), 'ffffffffffffffff');
 });
+
+test('control stages appear when they applied; a cache hit has no upstream stages and still adds up', async () => {
+  const { stageIntervals: intervals } = await import('@sightline/spans');
+  const base = { t0: 1000, tBody: 1000.01, tParsed: 1000.02, tAuth: 1000.03, tLimits: -1, tRouted: 1000.04, tCache: -1, tBudget: -1, tBuilt: 1000.05, tAttempt: 0, tConnected: 0, tSent: 1000.06, tFirstByte: 1010, tLastByte: 1020, tEnd: 1020.01, tFinish: 1020.02, newConnection: false, failedStage: null, cacheHit: false } as const;
+  const names = (r: Parameters<typeof intervals>[0]) => intervals(r).map((s) => s.name);
+  assert.ok(!names(base).includes('limits') && !names(base).includes('cache') && !names(base).includes('budget'));
+  const controlled = { ...base, tLimits: 1000.035, tCache: 1000.042, tBudget: 1000.045 };
+  assert.deepEqual(names(controlled).slice(0, 8), ['ingress.read', 'parse', 'auth', 'limits', 'route', 'cache', 'budget', 'translate.request']);
+  const hit = { ...base, tCache: 1000.042, cacheHit: true, tBuilt: 0, tSent: 0, tFirstByte: 0, tLastByte: 0, tEnd: 1000.043 };
+  const s = intervals(hit);
+  assert.deepEqual(s.map((x) => x.name), ['ingress.read', 'parse', 'auth', 'route', 'cache', 'egress.write']);
+  assert.ok(s.every((x) => !x.failed));
+  assert.equal(s[0]!.start, hit.t0);
+  assert.equal(s.at(-1)!.end, hit.tFinish);
+  for (let i = 1; i < s.length; i++) assert.equal(s[i]!.start, s[i - 1]!.end, 'no gaps');
+  // A control that refuses leaves its own mark unset, like every stage a request fails in.
+  const refusedByLimits = { ...base, tLimits: 0, failedStage: 'limits' as const, tRouted: 0, tBuilt: 0, tSent: 0, tFirstByte: 0, tLastByte: 0, tEnd: 1000.036 };
+  assert.deepEqual(intervals(refusedByLimits).filter((x) => x.failed).map((x) => x.name), ['limits']);
+});
