@@ -68,6 +68,19 @@ class Reader {
     this.fail(field, `must be true or false, got "${s}"`);
   }
 
+  /** A duration: `500ms`, `30s`, `10m`, `2h`, `1d`, or a number of seconds. Returns milliseconds. */
+  duration(v: unknown, field: string, fallbackMs: number, maxMs: number): number {
+    if (v === undefined || v === null) return fallbackMs;
+    const s = (typeof v === 'number' ? String(v) : this.str(v, field)).trim().toLowerCase();
+    if (s === '') return fallbackMs;
+    const m = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?$/.exec(s);
+    if (m === null) this.fail(field, `must be a duration such as 30s, 10m or 1h, got "${s}"`);
+    const unit = m[2] ?? 's';
+    const ms = Number(m[1]) * (unit === 'ms' ? 1 : unit === 's' ? 1000 : unit === 'm' ? 60_000 : unit === 'h' ? 3_600_000 : 86_400_000);
+    if (ms < 1 || ms > maxMs) this.fail(field, `must be between 1 ms and ${maxMs / 1000} s, got ${ms} ms`);
+    return Math.round(ms);
+  }
+
   /** One of a fixed set of words. */
   oneOf<T extends string>(v: unknown, field: string, choices: readonly T[], fallback: T): T {
     if (v === undefined || v === null) return fallback;
@@ -116,6 +129,24 @@ export interface LoadOptions {
 }
 
 /** Reads, expands and validates a configuration file. Throws ConfigError naming file and field. */
+function responseCacheConfig(r: Reader, v: unknown): Config['cache'] {
+  const o = v === undefined || v === null ? {} : r.obj(v, 'cache');
+  r.known(o, 'cache', ['max_bytes', 'max_entry_bytes']);
+  return {
+    maxBytes: r.bytes(o.max_bytes, 'cache.max_bytes', 256 * 1024 ** 2, 64 * 1024 ** 3),
+    maxEntryBytes: r.bytes(o.max_entry_bytes, 'cache.max_entry_bytes', 1000 * 1024, 64 * 1024 ** 2),
+  };
+}
+
+/** A route's `cache: { ttl: 10m }`: the time-to-live of its cached answers in ms; 0: no cache. */
+function routeCache(r: Reader, v: unknown, field: string): number {
+  if (v === undefined || v === null || v === false) return 0;
+  const o = r.obj(v, field);
+  r.known(o, field, ['ttl']);
+  if (o.ttl === undefined) r.fail(`${field}.ttl`, 'is required (e.g. 10m)');
+  return r.duration(o.ttl, `${field}.ttl`, 0, 30 * 86_400_000);
+}
+
 export function loadConfigFile(path: string, opts: LoadOptions = {}): Config {
   const file = resolve(path);
   let text: string;
@@ -142,7 +173,7 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
   const env: EnvLookup = opts.env ?? ((name) => process.env[name]);
   const r = new Reader(file, env);
   const root = r.obj(doc, '');
-  r.known(root, '', ['gateway', 'query', 'providers', 'routes', 'capture', 'breaker', 'pricing']);
+  r.known(root, '', ['gateway', 'query', 'providers', 'routes', 'capture', 'breaker', 'pricing', 'cache']);
 
   const gw = r.obj(root.gateway, 'gateway');
   r.known(gw, 'gateway', ['host', 'port', 'body_limit', 'team_header', 'h2c_port', 'upstream_body_limit', 'sse_event_limit', 'json_depth_limit']);
@@ -162,7 +193,7 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
   (rawRoutes as unknown[]).forEach((raw: unknown, i: number) => {
     const field = `routes[${i}]`;
     const o = r.obj(raw, field);
-    r.known(o, field, ['match', 'provider', 'model', 'targets', 'strategy', 'retries', 'retry_backoff_ms', 'timeout_ms']);
+    r.known(o, field, ['match', 'provider', 'model', 'targets', 'strategy', 'retries', 'retry_backoff_ms', 'timeout_ms', 'cache']);
     const matchRaw = o.match;
     const list = Array.isArray(matchRaw) ? matchRaw : [matchRaw];
     const match = list.map((m: unknown, j: number) => {
@@ -203,6 +234,7 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
       retries: r.int(o.retries, `${field}.retries`, 1, 0, 10),
       retryBackoffMs: r.int(o.retry_backoff_ms, `${field}.retry_backoff_ms`, 100, 0, 60_000),
       timeoutMs: r.int(o.timeout_ms, `${field}.timeout_ms`, 0, 0, 3_600_000),
+      cacheTtlMs: routeCache(r, o.cache, `${field}.cache`),
     });
   });
 
@@ -273,6 +305,7 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
     breaker,
     pricing,
     capture,
+    cache: responseCacheConfig(r, root.cache),
   };
 }
 

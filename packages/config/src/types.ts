@@ -73,6 +73,11 @@ export interface RouteConfig {
   retryBackoffMs: number;
   /** Milliseconds for the whole request across attempts (0: none). Default 0. */
   timeoutMs: number;
+  /**
+   * Exact cache (issue 12): answers of this route are kept this long (`cache: { ttl: 10m }`)
+   * and a repeated request is answered from the cache. 0: no cache. Default 0.
+   */
+  cacheTtlMs: number;
 }
 
 export interface CaptureConfig {
@@ -166,4 +171,11 @@ export interface Config {
   /** Default: none (cost is reported as null). */
   pricing: PriceConfig[];
   capture: CaptureConfig;
+  /** The exact response cache shared by every replica (routes opt in with `cache: { ttl }`). */
+  cache: {
+    /** Bytes of cached answers each process holds (and the shared bucket keeps). Default 256 MiB. */
+    maxBytes: number;
+    /** Largest answer cached; larger ones are not. Default 1000 KiB (under NATS's 1 MiB message limit). */
+    maxEntryBytes: number;
+  };
 }
