@@ -4,10 +4,12 @@
  *
  * - cacheKey per body size (and per KiB);
  * - get: hit and miss in a map of 10,000 entries;
+ * - put: the part the caller waits for (memory, and NATS with a real nats-server);
  * - the bucket's value format: the binary frame against base64 in JSON, encode + decode.
  */
 import { performance } from 'node:perf_hooks';
-import { cacheKey, decodeFrame, encodeFrame, MemoryResponseCache, type CachedResponse } from '@sightline/cache';
+import { cacheKey, decodeFrame, encodeFrame, MemoryResponseCache, NatsResponseCache, type CachedResponse, type ResponseCache } from '@sightline/cache';
+import { NatsServer, waitFor } from '../../../test/support/servers.js';
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -79,3 +81,35 @@ for (const n of sizes.slice(1)) {
   });
   console.log(`| ${n / 1024} KiB | ${bin.toFixed(2)} (${frameLen} B) | ${json.toFixed(2)} (${jsonLen} B) |`);
 }
+
+console.log('\nput, the part the caller waits for (µs; NATS: encoding and publishing run after it, in a setImmediate)');
+console.log('| body | memory p50 | NATS p50 | NATS p90 |');
+console.log('|---|---|---|---|');
+const server = await NatsServer.start();
+const nats = new NatsResponseCache({ url: server.url, maxInFlight: 1000 });
+await nats.ready;
+const mem = new MemoryResponseCache();
+for (const n of [1024, 16 * 1024, 64 * 1024]) {
+  const b = body(n);
+  const row: string[] = [];
+  for (const c of [mem, nats] as ResponseCache[]) {
+    const ts: number[] = [];
+    for (let i = 0; i < 600; i++) {
+      const k = cacheKey({ team: 't', dialect: 'openai', path: '/', provider: 'p', model: 'm', stream: false, body: Buffer.from(`${c.status().source}-${n}-${i}`) });
+      const published = nats.status().published;
+      const t0 = performance.now();
+      c.put(k, { status: 200, headers: { 'content-type': 'application/json' }, body: b, stream: false, storedAtMs: now, expiresAtMs: now + 60_000 });
+      ts.push((performance.now() - t0) * 1000);
+      // Let the writes go out every 20 puts, as they would between requests.
+      if (c === nats && i % 20 === 19) await waitFor('acknowledged', () => nats.status().published > published, 5000, 0);
+    }
+    ts.splice(0, 100);
+    ts.sort((x, y) => x - y);
+    row.push(ts[ts.length >> 1]!.toFixed(2));
+    if (c === nats) row.push(ts[Math.floor(ts.length * 0.9)]!.toFixed(2));
+  }
+  console.log(`| ${n / 1024} KiB | ${row.join(' | ')} |`);
+}
+await nats.close();
+await mem.close();
+await server.dispose();

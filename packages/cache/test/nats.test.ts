@@ -92,6 +92,25 @@ test('two replicas: a put on one is a hit on the other within 2 s, answered from
   t.diagnostic(`put on a → hit on b: JSON ${jsonMs.toFixed(1)} ms, 16 KiB stream ${streamMs.toFixed(1)} ms`);
 });
 
+test('writes in flight are bounded: puts past maxInFlight stay local and are counted as dropped', async () => {
+  const s = await server();
+  const a = cache(s.url, { maxInFlight: 10 });
+  const b = cache(s.url);
+  await Promise.all([a.ready, b.ready]);
+  const keys = Array.from({ length: 25 }, (_, i) => keyOf('alpha', Buffer.from(`burst ${i}`)));
+  for (const k of keys) a.put(k, response(Buffer.from(k)));
+  assert.deepEqual([a.status().stored, a.status().dropped], [25, 15]);
+  await waitFor('the first 10 are acknowledged', () => a.status().published === 10, 2000, 1);
+  await waitFor('b holds them', () => b.status().entries === 10, 2000, 1);
+  for (const k of keys.slice(0, 10)) assert.ok(b.get(k, Date.now()) !== null);
+  for (const k of keys.slice(10)) assert.equal(b.get(k, Date.now()), null);
+  for (const k of keys) assert.ok(a.get(k, Date.now()) !== null, 'every answer is a hit where it was stored');
+  // Once acknowledged, the bound is free again.
+  const k = keyOf('alpha', Buffer.from('after the burst'));
+  a.put(k, response(Buffer.from('x')));
+  await waitFor('b hits', () => b.get(k, Date.now()) !== null, 2000, 1);
+});
+
 test('a replica started later reads the bucket before it is ready', async () => {
   const s = await server();
   const a = cache(s.url);
