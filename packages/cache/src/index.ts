@@ -1,0 +1,10 @@
+export type { CachedResponse, CacheStatus, ResponseCache } from './types.js';
+export { CacheError } from './errors.js';
+export type { CacheErrorCode } from './errors.js';
+export { cacheKey, KEY_PATTERN } from './key.js';
+export type { CacheKeyParts } from './key.js';
+export { decodeFrame, encodeFrame } from './frame.js';
+export { MemoryResponseCache } from './memory.js';
+export type { MemoryResponseCacheOptions } from './memory.js';
+export { CACHE_BUCKET, NatsResponseCache } from './nats.js';
+export type { NatsResponseCacheOptions } from './nats.js';
