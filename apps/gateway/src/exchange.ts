@@ -19,6 +19,7 @@ import { GatewayError, streamErrorEvent } from './errors.js';
 import type { PreparedRoute, Target } from './providers.js';
 import { chooseRelay, type Relay, type RelayLimits, type RelayPlan } from './relay.js';
 import { errorCode, UpstreamAttempt, type AttemptOwner } from './upstream.js';
+import type { CacheFill } from './cache.js';
 
 /** The parts of a server response (HTTP/1.1 or HTTP/2 compatibility API) the relay uses. */
 export interface ClientResponse {
@@ -79,6 +80,9 @@ export class Exchange implements AttemptOwner {
   /** The current attempt has been counted as a failure by its target's breaker. */
   #failureCounted = false;
   #committed = false;
+  /** The answer is collected here to be cached once complete (a cacheable miss); else null. */
+  cacheFill: CacheFill | null = null;
+  #contentType = '';
   /** The current attempt's response is being read and dropped (it will be retried). */
   #discarding = false;
   #finished = false;
@@ -203,6 +207,8 @@ export class Exchange implements AttemptOwner {
     this.#relay = relay;
     const head = relay.head(status, headers);
     rec.status = head.status;
+    const ct = head.headers['content-type'];
+    this.#contentType = typeof ct === 'string' ? ct : 'application/json';
     if (relay.holds) this.#held = head;
     else this.res.writeHead(head.status, head.headers);
   }
@@ -223,6 +229,7 @@ export class Exchange implements AttemptOwner {
     }
     if (out === null || out.length === 0) return true;
     keepContent(rec, out, this.limits.contentBytes);
+    this.cacheFill?.add(out);
     if (rec.tFirstWrite === 0) rec.tFirstWrite = now();
     if (this.res.write(out)) return true;
     // The client reads slower than the provider writes: pause upstream until it drains.
@@ -256,6 +263,7 @@ export class Exchange implements AttemptOwner {
     }
     if (out !== null && out.length > 0) {
       keepContent(rec, out, this.limits.contentBytes);
+      this.cacheFill?.add(out);
       if (rec.tFirstWrite === 0) rec.tFirstWrite = now();
       rec.tEnd = now();
       this.res.end(out);
@@ -263,6 +271,8 @@ export class Exchange implements AttemptOwner {
       rec.tEnd = now();
       this.res.end();
     }
+    // A complete answer: stored for the next identical request (a 200 only; see cache.ts).
+    this.cacheFill?.done(rec.status, this.#contentType, rec.stream);
   }
 
   /**

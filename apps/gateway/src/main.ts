@@ -14,6 +14,7 @@ import { ConfigError, loadConfigFromEnv } from '@sightline/config';
 import { ResilientNatsPublisher } from '@sightline/bus';
 import { dataDir, instanceId, onShutdown, redactUrlCredentials } from '@sightline/core';
 import { authFromEnv } from '@sightline/directory';
+import { NatsResponseCache } from '@sightline/cache';
 import { startGateway } from './start.js';
 
 function log(msg: string): void {
@@ -117,7 +118,10 @@ async function runWorker(): Promise<void> {
   } else {
     log('WARNING: authentication is off (SIGHTLINE_ADMIN_TOKEN is not set): anyone who can reach this port sends requests on the configured provider keys');
   }
-  const gw = await startGateway({ config, publisher, instance, captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', log, directory: auth?.directory ?? null });
+  // The exact cache, shared through NATS, only when a route asks for one.
+  const cache = config.routes.some((r) => r.cacheTtlMs > 0) ? new NatsResponseCache({ url: natsUrl, maxBytes: config.cache.maxBytes, maxEntryBytes: config.cache.maxEntryBytes, bucketMaxBytes: config.cache.maxBytes, log }) : null;
+  await cache?.ready;
+  const gw = await startGateway({ config, publisher, instance, captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', log, directory: auth?.directory ?? null, cache });
   log(`listening on ${gw.url} (instance ${instance}, config ${config.file})`);
   if (cluster.isWorker) process.send?.({ type: 'sightline-ready' } satisfies ReadyMessage);
   void publisher.ready.then(() => log(`connected to NATS at ${redactUrlCredentials(natsUrl)}`));
@@ -125,6 +129,7 @@ async function runWorker(): Promise<void> {
     log('shutting down');
     await gw.close(10_000);
     await auth?.directory.close();
+    await cache?.close();
   });
 }
 

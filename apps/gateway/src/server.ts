@@ -15,6 +15,8 @@ import { Router, type Config } from '@sightline/config';
 import { GatewayError, errorBody } from './errors.js';
 import type { GatewayLogger } from './log.js';
 import type { Directory } from '@sightline/directory';
+import type { CachedResponse, ResponseCache } from '@sightline/cache';
+import { CacheFill, cacheDirectives, requestCacheKey } from './cache.js';
 import { one, prepareRoutes, targetOrder, Upstream, type PreparedRoute, type Target } from './providers.js';
 import { Exchange, type ClientResponse, type PreparedRequest } from './exchange.js';
 import type { RelayLimits, RelayPlan } from './relay.js';
@@ -55,6 +57,8 @@ export class GatewayCore {
     readonly logger: GatewayLogger,
     /** Keys and teams; null: authentication off (the team is the team header's). */
     readonly directory: Directory | null = null,
+    /** The exact cache routes opt into (`cache: { ttl }`); null: none. */
+    readonly cache: ResponseCache | null = null,
   ) {
     this.router = new Router(config.routes);
     for (const p of config.providers.values()) this.upstreams.set(p.name, new Upstream(p, directory === null));
@@ -80,6 +84,7 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
   const teamHeader = config.gateway.teamHeader;
   const jsonDepthLimit = config.gateway.jsonDepthLimit;
   const contentDefault = config.capture.content;
+  const cacheMaxEntry = config.cache.maxEntryBytes;
   const contentMax = config.capture.contentMaxBytes;
   const directory = core.directory;
 
@@ -248,6 +253,20 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     const order = targetOrder(route, Math.random());
     rec.tRouted = now();
 
+    // cache: a repeated request is answered from memory; a miss's answer is kept for the next.
+    let fill: CacheFill | null = null;
+    const cache = core.cache;
+    if (route.config.cacheTtlMs > 0 && cache !== null) {
+      const directives = cacheDirectives(req.headers);
+      const first = order[0]!;
+      const key = requestCacheKey(rec.team, dialect, rec.route, first.upstream.config.name, first.model ?? rec.model, rec.stream, raw!, req.headers);
+      const hit = directives.noCache ? null : cache.get(key, Date.now());
+      rec.tCache = now();
+      if (hit !== null) return serveCached(rec, reply, hit, first);
+      if (!directives.noStore) fill = new CacheFill(cache, key, route.config.cacheTtlMs, cacheMaxEntry);
+      reply.raw.setHeader('x-sightline-cache', 'miss');
+    }
+
     // translate.request and the upstream attempts
     const traceparent = `00-${rec.traceId}-${rec.rootSpanId}-01`;
     const headers = req.headers;
@@ -255,8 +274,25 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     reply.hijack();
     const res = reply.raw as unknown as ClientResponse;
     const ex = new Exchange(rec, res, route, order, prepare, (err) => failRaw(core.logger, rec, res, err, contentMax), core.limits);
+    ex.cacheFill = fill;
     req.exchange = ex;
     ex.start();
+  }
+
+  /** A cache hit: the stored answer, byte for byte, with nothing sent upstream and no tokens spent. */
+  function serveCached(rec: RequestRecord, reply: FastifyReply, hit: CachedResponse, target: Target): void {
+    reply.hijack();
+    const res = reply.raw;
+    rec.cacheHit = true;
+    rec.status = hit.status;
+    rec.provider = target.upstream.config.name;
+    rec.upstreamModel = target.model ?? rec.model;
+    rec.responseBytes = hit.body.length;
+    keepContent(rec, hit.body, contentMax);
+    rec.tFirstWrite = now();
+    res.writeHead(hit.status, { ...hit.headers, 'content-length': hit.body.length, 'x-sightline-cache': 'hit' });
+    rec.tEnd = now();
+    res.end(hit.body);
   }
 
   function sendError(req: FastifyRequest, reply: FastifyReply, err: GatewayError): void {

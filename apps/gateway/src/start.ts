@@ -10,6 +10,7 @@ import { buildGateway, GatewayCore } from './server.js';
 import { stderrLogger, type GatewayLogger } from './log.js';
 import type { Directory } from '@sightline/directory';
 import { redactSecrets } from '@sightline/redact';
+import type { ResponseCache } from '@sightline/cache';
 
 export interface StartGatewayOptions {
   config: Config;
@@ -32,6 +33,8 @@ export interface StartGatewayOptions {
   logger?: GatewayLogger;
   /** Keys and teams: authentication on. Absent or null: off (docs/api.md, "Authentication"). */
   directory?: Directory | null;
+  /** The exact cache routes opt into; absent or null: none (routes with `cache` then pass through). */
+  cache?: ResponseCache | null;
 }
 
 export interface GatewayHandle {
@@ -72,7 +75,7 @@ export async function startGateway(opts: StartGatewayOptions): Promise<GatewayHa
       content: { maxBytes: opts.config.capture.contentMaxBytes, keepBase64: opts.config.capture.contentKeepBase64, redactSecrets },
     });
   }
-  const core = new GatewayCore(opts.config, capture, opts.instance, opts.logger ?? stderrLogger(opts.instance), opts.directory ?? null);
+  const core = new GatewayCore(opts.config, capture, opts.instance, opts.logger ?? stderrLogger(opts.instance), opts.directory ?? null, opts.cache ?? null);
   const app = buildGateway(core);
   const host = opts.host ?? opts.config.gateway.host;
   await app.listen({ port: opts.port ?? opts.config.gateway.port, host });

@@ -15,6 +15,7 @@ import { startGateway } from '@sightline/app-gateway';
 import { startIngester } from '@sightline/app-ingester';
 import { priceLookup, startQuery } from '@sightline/app-query';
 import { authFromEnv } from '@sightline/directory';
+import { MemoryResponseCache, NatsResponseCache } from '@sightline/cache';
 
 function logger(app: string): (msg: string) => void {
   return (msg) => process.stderr.write(`${new Date().toISOString()} ${app} ${msg}\n`);
@@ -60,7 +61,14 @@ async function main(): Promise<void> {
   await auth?.directory.ready;
   if (auth === null) log('WARNING: authentication is off (SIGHTLINE_ADMIN_TOKEN is not set): the gateway and query API are open to whoever reaches them (loopback by default)');
   const query = await startQuery({ store, port: config.query.port, host: config.query.host, log: logger('query'), priceOf: priceLookup(config.pricing), auth });
-  const gateway = await startGateway({ config, publisher, instance, log: logger('gateway'), captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', directory: auth?.directory ?? null });
+  const wantsCache = config.routes.some((r) => r.cacheTtlMs > 0);
+  const cache = !wantsCache
+    ? null
+    : natsUrl !== undefined && natsUrl !== ''
+      ? new NatsResponseCache({ url: natsUrl, maxBytes: config.cache.maxBytes, maxEntryBytes: config.cache.maxEntryBytes, bucketMaxBytes: config.cache.maxBytes, log })
+      : new MemoryResponseCache({ maxBytes: config.cache.maxBytes, maxEntryBytes: config.cache.maxEntryBytes });
+  await cache?.ready;
+  const gateway = await startGateway({ config, publisher, instance, log: logger('gateway'), captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', directory: auth?.directory ?? null, cache });
   log(`gateway  ${gateway.url}  (OpenAI: POST /v1/chat/completions)`);
   log(`query    ${query.url}  (GET /v1/requests/{traceId}, GET /v1/stages)`);
   log(`ingester ${ingester.url}  (/healthz, /metrics)`);
@@ -76,6 +84,7 @@ async function main(): Promise<void> {
     await ingester.close();
     await query.close();
     await auth?.directory.close();
+    await cache?.close();
     await closeBus();
     await store.close();
   });

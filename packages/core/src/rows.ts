@@ -100,6 +100,8 @@ export interface RequestRow {
   response_bytes: number;
   /** 1 when the stream was cut short and the token counts are what had been seen. */
   usage_partial: 0 | 1;
+  /** Answered from the exact cache (issue 12); absent in rows of earlier versions. */
+  cache_hit?: 0 | 1;
   /**
    * Attribution (issue 11, migration 006): the end user, session and tags the caller named.
    * Absent in v1 rows (ClickHouse fills '' and []).

@@ -288,6 +288,7 @@ export class SpanBuilder {
     }
     if (r.errorType !== '') rootAttrs['error.type'] = r.errorType;
     if (r.aborted) rootAttrs['sightline.aborted'] = true;
+    if (r.tCache >= 0) rootAttrs['sightline.cache'] = r.cacheHit ? 'hit' : 'miss';
     if (r.partial) rootAttrs['sightline.usage.partial'] = true;
     if (r.attempts !== null) rootAttrs['sightline.attempts'] = r.attempts.length + 1;
     // Attribution (issue 11): the end user the caller named (enduser.id, "unique identifier
@@ -367,6 +368,7 @@ export class SpanBuilder {
       request_bytes: r.requestBytes,
       response_bytes: r.responseBytes,
       usage_partial: r.partial ? 1 : 0,
+      cache_hit: r.cacheHit ? 1 : 0,
       end_user: r.endUser,
       session_id: r.sessionId,
       tag_keys: r.tagKeys,
