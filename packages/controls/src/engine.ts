@@ -612,6 +612,7 @@ export class Engine {
       m.again = true;
       return;
     }
+    m.roundStarted = this.#o.clock();
     m.syncing = this.#run(m);
   }
 
@@ -644,6 +645,9 @@ export class Engine {
   }
 
   async #run(m: Meter): Promise<void> {
+    // Yield first: `#kick` stores this promise in `m.syncing`, and the `finally` below must
+    // clear it after that, not before (a run that ends without awaiting would leave it set).
+    await undefined;
     try {
       do {
         m.again = false;
@@ -960,23 +964,35 @@ export class Engine {
     const start = windowStart(period, nowMs);
     const end = windowEnd(period, start);
     const key = kvKey(KIND_OF[kind]!, scope, id, windowSlot(period, start));
-    let stored: Stored;
+    const local = (): Meter | null => {
+      const cur = (scope === 'key' ? this.#keys : this.#teams).get(id)?.slots[kind]?.cur;
+      return cur !== null && cur !== undefined && !cur.retired && cur.start === start && cur.period === period ? cur : null;
+    };
+    let stored: Stored = { entry: null, revision: 0 };
+    let m = local();
     if (this.#backend.sync) stored = this.#backend.getSync(key);
     else {
       if (!this.#backend.available()) throw new ControlsError('SL_CTL_UNAVAILABLE', `the shared limits store (NATS) cannot be read now: ${this.#backend.error() ?? 'not connected'}`);
-      try {
-        stored = await this.#backend.get(key);
-      } catch (e) {
-        throw new ControlsError('SL_CTL_UNAVAILABLE', `the shared limits store (NATS) cannot be read now: ${message(e)}`, null, { cause: e });
+      // The entry and this instance's own numbers must be of the same moment: read while none of
+      // our exchanges on it is under way, or a report could be counted twice, or not at all.
+      for (let attempt = 1; ; attempt++) {
+        if (m?.syncing) await m.syncing;
+        const writes = m?.writes ?? 0;
+        try {
+          stored = await this.#backend.get(key);
+        } catch (e) {
+          throw new ControlsError('SL_CTL_UNAVAILABLE', `the shared limits store (NATS) cannot be read now: ${message(e)}`, null, { cause: e });
+        }
+        const now = local();
+        if (now === m && (m === null || (m.syncing === null && m.writes === writes))) break;
+        if (attempt >= 5) throw new ControlsError('SL_CTL_CONFLICT', `${key}: changing too fast to be read consistently; try again`);
+        m = now;
       }
     }
     let used = 0;
     let presumed = 0;
     let reserved = 0;
     let holders = 0;
-    const s = (scope === 'key' ? this.#keys : this.#teams).get(id);
-    const cur = s?.slots[kind]?.cur;
-    const m = cur !== null && cur !== undefined && !cur.retired && cur.start === start && cur.period === period ? cur : null;
     const e0 = stored.entry;
     if (e0 !== null && e0.period === period && e0.start === start) {
       const e = copyEntry(e0);
