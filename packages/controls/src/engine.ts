@@ -82,7 +82,7 @@ export interface GovernorOptions {
   horizonMs?: number;
   /** Period of the background pass (reports, idle returns, renewals, next-window leases). Default 100. */
   tickMs?: number;
-  /** Consumption is reported to the shared entry at least this often while there is some. Default 250. */
+  /** Consumption is reported to the shared entry at least this often while there is some (for the views: the bounds do not depend on it). Default 1000. */
   flushMs?: number;
   /** A view of the shared entry younger than this may refuse without asking the store again. Default 1000. */
   viewFreshMs?: number;
@@ -284,7 +284,7 @@ export class Engine {
       idleMs: positive(opts.idleMs, 2000, 'idleMs'),
       horizonMs: positive(opts.horizonMs, 1000, 'horizonMs'),
       tickMs: positive(opts.tickMs, 100, 'tickMs'),
-      flushMs: positive(opts.flushMs, 250, 'flushMs'),
+      flushMs: positive(opts.flushMs, 1000, 'flushMs'),
       viewFreshMs: positive(opts.viewFreshMs, 1000, 'viewFreshMs'),
       waitTimeoutMs: positive(opts.waitTimeoutMs, 500, 'waitTimeoutMs'),
       casAttempts: positive(opts.casAttempts, 20, 'casAttempts'),
@@ -895,10 +895,14 @@ export class Engine {
       for (const [id, s] of map) {
         let live = false;
         for (const slot of s.slots) {
-          const cur = slot.cur;
-          if (cur !== null && now >= cur.end + 1000) {
-            cur.retired = true;
+          // Forget windows that ended (a second of grace for requests admitted at their end).
+          if (slot.cur !== null && now >= slot.cur.end + 1000) {
+            slot.cur.retired = true;
             slot.cur = null;
+          }
+          if (slot.next !== null && now >= slot.next.end + 1000) {
+            slot.next.retired = true;
+            slot.next = null;
           }
           if (slot.cur !== null) {
             live = true;

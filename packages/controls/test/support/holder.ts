@@ -3,12 +3,14 @@
  * requests it never settles (they are "in flight"), says what it holds on stdout, and keeps
  * running — renewing its leases — until the test SIGKILLs it.
  *
- *   node --import tsx holder.ts '{"url":…,"holderId":…,"offsetMs":…,"leaseTtlMs":…,"admission":{…},"count":10}'
+ *   node --import tsx holder.ts '{"url":…|null,"file":…,"holderId":…,"offsetMs":…,"leaseTtlMs":…,"admission":{…},"count":10}'
  */
-import { NatsGovernor, admitOrWait, type Admission } from '@sightline/controls';
+import { MemoryGovernor, NatsGovernor, admitOrWait, type Admission, type Governor } from '@sightline/controls';
 
 interface Config {
-  url: string;
+  /** NATS_URL, or null for the in-process governor over `file`. */
+  url: string | null;
+  file?: string;
   holderId: string;
   /** The parent's test clock: wall time plus this. */
   offsetMs: number;
@@ -19,7 +21,8 @@ interface Config {
 
 const cfg = JSON.parse(process.argv[2] ?? '{}') as Config;
 const now = (): number => Date.now() + cfg.offsetMs;
-const g = new NatsGovernor({ url: cfg.url, holderId: cfg.holderId, clock: now, leaseTtlMs: cfg.leaseTtlMs, idleMs: 3_600_000 });
+const opts = { holderId: cfg.holderId, clock: now, leaseTtlMs: cfg.leaseTtlMs, idleMs: 3_600_000 };
+const g: Governor = cfg.url === null ? new MemoryGovernor({ ...opts, file: cfg.file! }) : new NatsGovernor({ ...opts, url: cfg.url });
 await g.ready;
 let admitted = 0;
 for (let i = 0; i < cfg.count; i++) {
