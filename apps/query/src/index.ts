@@ -19,5 +19,3 @@ export type { UsageRow, UsageFilter, UsageKey } from './queries/usage.js';
 export { timeParam, traceIdParam } from './params.js';
 export { DEFAULT_READ_LIMITS, readLimitsFromEnv, RANGES } from './limits.js';
 export type { RangeLimit } from './limits.js';
-export { priceLookup, costUsd } from './pricing.js';
-export type { PriceOf, Price } from './pricing.js';

@@ -8,10 +8,9 @@
 import { join } from 'node:path';
 import { dataDir, onShutdown } from '@sightline/core';
 import { authFromEnv } from '@sightline/directory';
-import { loadConfigFromEnv } from '@sightline/config';
+import { loadConfigFromEnv, priceLookup } from '@sightline/config';
 import { storeFromEnv } from '@sightline/store';
 import { startQuery } from './start.js';
-import { priceLookup } from './pricing.js';
 
 function log(msg: string): void {
   process.stderr.write(`${new Date().toISOString()} query ${msg}\n`);
@@ -26,7 +25,7 @@ const auth = authFromEnv({ natsUrl, snapshotFile: join(dataDir(), 'directory', `
 await auth?.directory.ready;
 if (auth === null) log('WARNING: authentication is off (SIGHTLINE_ADMIN_TOKEN is not set): every caller reads every team\'s data');
 const store = await storeFromEnv();
-const q = await startQuery({ store, port: config.query.port, host: config.query.host, log, priceOf: priceLookup(config.pricing), auth });
+const q = await startQuery({ store, port: config.query.port, host: config.query.host, log, priceOf: priceLookup(config.pricing, { shipped: config.pricingDefaults }), auth });
 log(`listening on ${q.url}, reading ${store.kind} database ${store.database}; authentication ${auth === null ? 'off' : 'on'}`);
 onShutdown(async () => {
   await q.close();

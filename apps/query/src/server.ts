@@ -12,7 +12,7 @@ import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import { StoreError, withReadLimits, type ReadLimits, type Store } from '@sightline/store';
 import { DirectoryError } from '@sightline/directory';
 import { QueryError } from './errors.js';
-import type { PriceOf } from './pricing.js';
+import type { PriceOf } from '@sightline/config';
 import { DEFAULT_READ_LIMITS, NARROWING } from './limits.js';
 import { authenticate, type QueryAuth } from './auth.js';
 import { CursorCodec } from './cursor.js';
@@ -25,7 +25,10 @@ import { registerStatsRoutes } from './routes/stats.js';
 
 export interface QueryServerOptions {
   store: Store;
-  /** Prices for cost figures (configuration `pricing`); default: none. */
+  /**
+   * Prices for cost figures: `priceLookup(config.pricing, { shipped: config.pricingDefaults })`
+   * from @sightline/config. Default: none (every cost is null).
+   */
   priceOf?: PriceOf;
   /** The ClickHouse limits every query runs with; default DEFAULT_READ_LIMITS (limits.ts). */
   limits?: ReadLimits;

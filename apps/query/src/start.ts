@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { ReadLimits, Store } from '@sightline/store';
-import type { PriceOf } from './pricing.js';
+import type { PriceOf } from '@sightline/config';
 import { buildQueryServer } from './server.js';
 import { readLimitsFromEnv } from './limits.js';
 import type { QueryAuth } from './auth.js';

@@ -17,7 +17,8 @@ import { ChdbStore, ClickHouseServerStore, migrate, type Store } from '@sightlin
 import { toWire } from '@sightline/capture';
 import { SpanBuilder, type BuiltRequest } from '@sightline/spans';
 import type { WireRecord } from '@sightline/core';
-import { buildQueryServer, costUsd, priceLookup } from '@sightline/app-query';
+import { buildQueryServer } from '@sightline/app-query';
+import { costUsd, priceLookup } from '@sightline/config';
 import { Rollup } from '@sightline/app-ingester';
 import { KeyHasher, MemoryDirectory, parseKeyInput } from '@sightline/directory';
 import type { FastifyInstance } from 'fastify';

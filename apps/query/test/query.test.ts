@@ -13,8 +13,8 @@ import { ChdbStore, ClickHouseServerStore, migrate, type Store } from '@sightlin
 import { RequestRecord, toWire } from '@sightline/capture';
 import { SpanBuilder } from '@sightline/spans';
 import { newTraceId, type IngestBatchRow } from '@sightline/core';
-import { buildQueryServer, priceLookup, startQuery, DEFAULT_READ_LIMITS } from '@sightline/app-query';
-import { loadConfigFile } from '@sightline/config';
+import { buildQueryServer, startQuery, DEFAULT_READ_LIMITS } from '@sightline/app-query';
+import { loadConfigFile, priceLookup } from '@sightline/config';
 import { Rollup } from '@sightline/app-ingester';
 import type { FastifyInstance } from 'fastify';
 import { ClickHouseServer } from '../../../test/support/servers.js';
@@ -161,6 +161,28 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
       assert.ok(Math.abs((row.cost_usd ?? 0) - 0.0058) < 1e-9, String(row.cost_usd));
       const bad = await api.inject({ url: '/v1/usage?group_by=colour' });
       assert.equal(bad.statusCode, 400);
+    });
+
+    test('with the shipped configuration (no pricing entries), usage and metrics report cost from the shipped table', async () => {
+      await new Rollup(store).recompute(MINUTE_S);
+      const cfg = loadConfigFile(fileURLToPath(new URL('../../../config/sightline.yaml', import.meta.url)), { env: () => undefined });
+      assert.deepEqual(cfg.pricing, []);
+      const shippedApi = await checked(buildQueryServer({ store, priceOf: priceLookup(cfg.pricing, { shipped: cfg.pricingDefaults }) }));
+      // 8 × (80 × $2.50 + 20 × $1.25 cached + 50 × $10) / 1e6 at the shipped gpt-4o price.
+      const usage = (await shippedApi.inject({ url: `/v1/usage?${RANGE}&group_by=model&model=gpt-4o` })).json() as { rows: { model: string; cost_usd: number | null }[] };
+      assert.equal(usage.rows.length, 1);
+      assert.ok(Math.abs((usage.rows[0]!.cost_usd ?? Number.NaN) - 0.0058) < 1e-9, String(usage.rows[0]!.cost_usd));
+      const range = { from: iso(BASE_MS - 120_000), to: iso(BASE_MS + 120_000) };
+      const res = await shippedApi.inject({ method: 'POST', url: '/v1/metrics', payload: { ...range, metrics: ['requests', 'cost_usd'], filters: { model: ['gpt-4o'] } } });
+      assert.equal(res.statusCode, 200, res.body);
+      const rows = (res.json() as { rows: { requests: number; cost_usd: number | null }[] }).rows;
+      assert.equal(rows.length, 1);
+      assert.equal(rows[0]!.requests, 8);
+      assert.ok(Math.abs((rows[0]!.cost_usd ?? Number.NaN) - 0.0058) < 1e-6, String(rows[0]!.cost_usd));
+      // pricing_defaults: false and no entries: no prices, so cost is null where there were tokens.
+      const unpriced = await checked(buildQueryServer({ store, priceOf: priceLookup(cfg.pricing, { shipped: false }) }));
+      const none = (await unpriced.inject({ url: `/v1/usage?${RANGE}&group_by=model&model=gpt-4o` })).json() as { rows: { cost_usd: number | null }[] };
+      assert.equal(none.rows[0]?.cost_usd, null);
     });
 
     test('a query stopped by a limit is a 422 that says how to narrow it, never a 500', async () => {

@@ -6,14 +6,14 @@
  * the in-process ClickHouse engine (chdb) stores them under SIGHTLINE_DATA_DIR (default
  * ./data). With those variables set, the same command uses the real servers.
  */
-import { ConfigError, loadConfigFromEnv } from '@sightline/config';
+import { ConfigError, loadConfigFromEnv, priceLookup } from '@sightline/config';
 import { connectNats, MemoryBus, NatsConsumer, ResilientNatsPublisher, type BusConsumer, type BusPublisher } from '@sightline/bus';
 import { dataDir, envInt, instanceId, onShutdown, redactUrlCredentials } from '@sightline/core';
 import { storeFromEnv } from '@sightline/store';
 import { join } from 'node:path';
 import { startGateway } from '@sightline/app-gateway';
 import { startIngester } from '@sightline/app-ingester';
-import { priceLookup, startQuery } from '@sightline/app-query';
+import { startQuery } from '@sightline/app-query';
 import { authFromEnv } from '@sightline/directory';
 import { MemoryResponseCache, NatsResponseCache } from '@sightline/cache';
 
@@ -60,7 +60,7 @@ async function main(): Promise<void> {
   const auth = authFromEnv({ natsUrl, snapshotFile: join(dataDir(), natsUrl !== undefined && natsUrl !== '' ? join('directory', 'sightline.json') : 'directory.json'), log });
   await auth?.directory.ready;
   if (auth === null) log('WARNING: authentication is off (SIGHTLINE_ADMIN_TOKEN is not set): the gateway and query API are open to whoever reaches them (loopback by default)');
-  const query = await startQuery({ store, port: config.query.port, host: config.query.host, log: logger('query'), priceOf: priceLookup(config.pricing), auth });
+  const query = await startQuery({ store, port: config.query.port, host: config.query.host, log: logger('query'), priceOf: priceLookup(config.pricing, { shipped: config.pricingDefaults }), auth });
   const wantsCache = config.routes.some((r) => r.cacheTtlMs > 0);
   const cache = !wantsCache
     ? null

@@ -5,4 +5,6 @@ export { expandEnv, MissingEnvError } from './env.js';
 export type { EnvLookup } from './env.js';
 export { Router, globToRegExp } from './router.js';
 export type { RouteMatch } from './router.js';
+export { priceLookup, costUsd, SHIPPED_PRICES } from './pricing.js';
+export type { Price, PriceOf, PriceLookupOptions } from './pricing.js';
 export type { Config, ProviderConfig, ProviderType, RouteConfig, TargetConfig, BreakerConfig, CaptureConfig, PriceConfig } from './types.js';

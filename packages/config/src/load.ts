@@ -173,7 +173,7 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
   const env: EnvLookup = opts.env ?? ((name) => process.env[name]);
   const r = new Reader(file, env);
   const root = r.obj(doc, '');
-  r.known(root, '', ['gateway', 'query', 'providers', 'routes', 'capture', 'breaker', 'pricing', 'cache']);
+  r.known(root, '', ['gateway', 'query', 'providers', 'routes', 'capture', 'breaker', 'pricing', 'pricing_defaults', 'cache']);
 
   const gw = r.obj(root.gateway, 'gateway');
   r.known(gw, 'gateway', ['host', 'port', 'body_limit', 'team_header', 'h2c_port', 'upstream_body_limit', 'sse_event_limit', 'json_depth_limit']);
@@ -246,7 +246,13 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
       const o = r.obj(raw, f);
       r.known(o, f, ['match', 'input_per_mtok', 'output_per_mtok', 'cache_read_per_mtok', 'cache_write_per_mtok']);
       const list = Array.isArray(o.match) ? (o.match as unknown[]) : [o.match];
-      const match = list.map((m, j) => r.str(m, `${f}.match${Array.isArray(o.match) ? `[${j}]` : ''}`));
+      const match = list.map((m, j) => {
+        const mf = `${f}.match${Array.isArray(o.match) ? `[${j}]` : ''}`;
+        const s = r.str(m, mf);
+        if (s === '') r.fail(mf, 'must not be empty');
+        return s;
+      });
+      if (match.length === 0) r.fail(`${f}.match`, 'must name at least one model');
       if (o.input_per_mtok === undefined || o.output_per_mtok === undefined) r.fail(f, 'needs input_per_mtok and output_per_mtok');
       const input = r.num(o.input_per_mtok, `${f}.input_per_mtok`, 0);
       pricing.push({
@@ -304,6 +310,7 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
     routes,
     breaker,
     pricing,
+    pricingDefaults: r.bool(root.pricing_defaults, 'pricing_defaults', true),
     capture,
     cache: responseCacheConfig(r, root.cache),
   };

@@ -118,7 +118,10 @@ export interface CaptureConfig {
 
 /** Prices for cost figures, in US dollars per million tokens. */
 export interface PriceConfig {
-  /** Model names or `*` globs (the model the client asked for); first match wins. */
+  /**
+   * Model names or `*` globs (the model the client asked for); the first matching entry wins,
+   * configuration entries before the shipped table.
+   */
   match: string[];
   inputPerMTok: number;
   outputPerMTok: number;
@@ -168,8 +171,17 @@ export interface Config {
   providers: Map<string, ProviderConfig>;
   routes: RouteConfig[];
   breaker: BreakerConfig;
-  /** Default: none (cost is reported as null). */
+  /**
+   * Prices from the configuration, in its order (default: none). They come before the shipped
+   * table (SHIPPED_PRICES in pricing.ts), so an entry here overrides a shipped price.
+   */
   pricing: PriceConfig[];
+  /**
+   * Whether the shipped price table is used after `pricing` (YAML `pricing_defaults`).
+   * Default true; false leaves only `pricing`, and cost is null for any other model.
+   * Pass it on: `priceLookup(config.pricing, { shipped: config.pricingDefaults })`.
+   */
+  pricingDefaults: boolean;
   capture: CaptureConfig;
   /** The exact response cache shared by every replica (routes opt in with `cache: { ttl }`). */
   cache: {

@@ -15,7 +15,7 @@
  */
 import { ident, join, sql, table, type Sql } from '@sightline/store';
 import { QueryError } from '../errors.js';
-import type { Price } from '../pricing.js';
+import type { Price } from '@sightline/config';
 import type { JsonSchema } from '../openapi.js';
 import { ms, type Num } from './common.js';
 

@@ -12,7 +12,7 @@
  * one of each.
  */
 import { join, sql, table, type Sql, type Store } from '@sightline/store';
-import { costUsd, type PriceOf } from '../pricing.js';
+import { costUsd, type PriceOf } from '@sightline/config';
 import { ms, type Num } from './common.js';
 
 export interface RequestListFilter {
@@ -55,7 +55,7 @@ export interface RequestSummary {
   /** 0 when not a stream (or no token came). */
   ttft_ms: number;
   tokens: { input: number; output: number; cache_read: number; cache_write: number };
-  /** US dollars from the configuration's `pricing`; null when the model has no price. */
+  /** US dollars at the configured prices (`pricing`, then the shipped table); null when the model has no price. */
   cost_usd: number | null;
 }
 

@@ -1,7 +1,7 @@
 /** `GET /v1/usage`: requests, tokens and cost from the per-minute rollup. */
 import { join, sql, type Sql, type Store } from '@sightline/store';
 import { rollupSource, splitRange } from './metrics.js';
-import { costUsd, type PriceOf } from '../pricing.js';
+import { costUsd, type PriceOf } from '@sightline/config';
 import { ms, type Num } from './common.js';
 
 export type UsageKey = 'team' | 'key' | 'model' | 'provider' | 'dialect';
@@ -22,7 +22,7 @@ export interface UsageRow {
   output_tokens: number;
   cache_read_tokens: number;
   cache_write_tokens: number;
-  /** US dollars from `pricing` in the configuration; null when a model in the group has no price. */
+  /** US dollars at the configured prices (`pricing`, then the shipped table); null when a model in the group has no price. */
   cost_usd: number | null;
   /** Mean of the gateway's own time per request, in milliseconds. */
   gateway_mean_ms: number;

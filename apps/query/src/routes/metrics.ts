@@ -5,7 +5,7 @@ import { teamScope } from '../auth.js';
 import { QueryError } from '../errors.js';
 import { RANGES } from '../limits.js';
 import { rangeParams } from '../params.js';
-import type { PriceOf } from '../pricing.js';
+import type { PriceOf } from '@sightline/config';
 import {
   METRICS_BODY_SCHEMA,
   METRICS_ROW_SCHEMA,

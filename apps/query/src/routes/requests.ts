@@ -9,7 +9,7 @@ import { filterHash, MAX_CURSOR_LENGTH, type CursorCodec } from '../cursor.js';
 import { QueryError } from '../errors.js';
 import { RANGES } from '../limits.js';
 import { rangeParams, timeParam, traceIdParam } from '../params.js';
-import type { PriceOf } from '../pricing.js';
+import type { PriceOf } from '@sightline/config';
 import { listRequests, type ListPosition, type RequestListFilter } from '../queries/requests.js';
 import { requestsByTrace } from '../queries/trace.js';
 import { ERRORS, FROM, ISO_TIME, NAME_PARAM, TEAM_PARAM, TO, query } from '../schemas.js';
@@ -78,7 +78,7 @@ const SUMMARY = {
       required: ['input', 'output', 'cache_read', 'cache_write'],
       properties: { input: { type: 'integer' }, output: { type: 'integer' }, cache_read: { type: 'integer' }, cache_write: { type: 'integer' } },
     },
-    cost_usd: { type: ['number', 'null'], description: 'From the configuration\'s `pricing`; null when the model has no price' },
+    cost_usd: { type: ['number', 'null'], description: 'At the configured prices (the configuration\'s `pricing`, then the shipped price table); null when the model has no price' },
   },
 } as const;
 

@@ -5,7 +5,7 @@ import { requireAdmin, teamScope } from '../auth.js';
 import { QueryError } from '../errors.js';
 import { RANGES } from '../limits.js';
 import { rangeParams } from '../params.js';
-import type { PriceOf } from '../pricing.js';
+import type { PriceOf } from '@sightline/config';
 import { captureHealth } from '../queries/capture.js';
 import { stageStats } from '../queries/stages.js';
 import { usage, USAGE_KEYS, type UsageKey } from '../queries/usage.js';
