@@ -421,7 +421,9 @@ function rawSource(plan: MetricsPlan, database: string, extra: Sql | null): Sql 
   WHERE ${join(where, sql` AND `)}`;
   } else {
     // The requests side holds only what the join needs, filtered by attribution first:
-    // it is the side ClickHouse keeps in memory.
+    // it is the side ClickHouse keeps in memory. ALL, not ANY: it has one row per key
+    // (FINAL), and since ClickHouse 20 an ANY INNER JOIN also keeps one left row per key
+    // (one stage of each request), where 18.16 kept them all.
     const right: Sql[] = [sql`start_time >= toDateTime(${plan.fromS - RAW_STAGE_LOOKBACK_S}, 'UTC') AND start_time < toDateTime(${plan.toS}, 'UTC')`];
     const left: Sql[] = [sql`minute >= toDateTime(${plan.fromS}, 'UTC') AND minute < toDateTime(${plan.toS}, 'UTC')`];
     if (teamIn !== null) {
@@ -431,8 +433,8 @@ function rawSource(plan: MetricsPlan, database: string, extra: Sql | null): Sql 
     for (const [d, values] of filters) (isAttribution(d) ? right : left).push(rawRequestFilter(d, values));
     inner = sql`SELECT minute, team, key_id, model, provider, stage, end_user, session_id${tagCols.length > 0 ? sql`, ${join(tagCols, sql`, `)}` : sql``}, duration_ns, failed
   FROM ${table(database, 'stage_spans')} FINAL
-  ANY INNER JOIN (SELECT trace_id, span_id AS parent_span_id, end_user, session_id, tag_keys, tag_values FROM ${table(database, 'requests')} FINAL
-    WHERE ${join(right, sql` AND `)}) USING (trace_id, parent_span_id)
+  ALL INNER JOIN (SELECT trace_id, span_id AS parent_span_id, end_user, session_id, tag_keys, tag_values FROM ${table(database, 'requests')} FINAL
+    WHERE ${join(right, sql` AND `)}) AS attribution USING (trace_id, parent_span_id)
   WHERE ${join(left, sql` AND `)}`;
   }
   return extra === null ? sql`(${inner})` : sql`(SELECT * FROM (${inner}) WHERE ${extra})`;

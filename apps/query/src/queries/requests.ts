@@ -165,8 +165,9 @@ ORDER BY ns DESC, span_id DESC, trace_id DESC LIMIT ${need}`,
   } catch (e) {
     // TOO_MANY_BYTES (307) or TOO_MANY_ROWS (158): the scan bound (maxBytesToRead), not the answer's.
     if (e instanceof StoreError && limits?.maxBytesToRead !== undefined && (e.clickhouseCode === 307 || e.clickhouseCode === 158)) {
-      const mib = Math.round(limits.maxBytesToRead / 1024 ** 2);
-      throw new QueryError('query_too_large', `searching for \`q\` would read more than ${mib} MiB of prompts and answers (the query API's search bound); ask for a shorter range (from/to), name a team, or add filters`, { cause: e, field: 'q' });
+      const n = limits.maxBytesToRead;
+      const bound = n >= 1024 ** 2 ? `${Math.round(n / 1024 ** 2)} MiB` : `${n} bytes`;
+      throw new QueryError('query_too_large', `searching for \`q\` would read more than ${bound} of prompts and answers (the query API's search bound); ask for a shorter range (from/to), name a team, or add filters`, { cause: e, field: 'q' });
     }
     throw e;
   }
