@@ -12,10 +12,12 @@ export type { CaptureInstance, CaptureMinute, CaptureLag } from './queries/captu
 export { usage, USAGE_KEYS } from './queries/usage.js';
 export { listRequests, listWindows } from './queries/requests.js';
 export type { RequestListFilter, RequestSummary, ListPosition } from './queries/requests.js';
-export { planMetrics, compileMetrics, compileModels, compileTopGroups, shapeRows, splitRange, rollupSource, METRICS, DIMENSIONS, INTERVALS } from './queries/metrics.js';
-export type { MetricsBody, MetricsPlan, MetricsRow, LevelRange, Metric, Dimension } from './queries/metrics.js';
+export { planMetrics, compileMetrics, compileModels, compileTopGroups, shapeRows, splitRange, rollupSource, isAttribution, METRICS, DIMENSIONS, ATTRIBUTION_DIMENSIONS, INTERVALS, RAW_STAGE_LOOKBACK_S } from './queries/metrics.js';
+export type { MetricsBody, MetricsPlan, MetricsRow, LevelRange, Metric, Dimension, RollupDimension, TagDimension } from './queries/metrics.js';
+export { contentOf, phraseCondition, phraseForms } from './queries/content.js';
+export type { ContentView, ContentKey } from './queries/content.js';
 export { CursorCodec, filterHash } from './cursor.js';
 export type { UsageRow, UsageFilter, UsageKey } from './queries/usage.js';
 export { timeParam, traceIdParam } from './params.js';
-export { DEFAULT_READ_LIMITS, readLimitsFromEnv, RANGES } from './limits.js';
+export { DEFAULT_READ_LIMITS, DEFAULT_SEARCH_MAX_BYTES, readLimitsFromEnv, searchMaxBytesFromEnv, RANGES } from './limits.js';
 export type { RangeLimit } from './limits.js';

@@ -35,6 +35,20 @@ export function readLimitsFromEnv(): ReadLimits {
   };
 }
 
+/**
+ * The most bytes (uncompressed) one phrase search (`GET /v1/requests?q=`) may read from
+ * the `content` table per query: 2 GiB, about 4,000 requests at the full capture bound
+ * (2 × 256 KiB) or 400,000 of 5 KiB. A search past it is a 422 naming `q`.
+ */
+export const DEFAULT_SEARCH_MAX_BYTES = 2 * 1024 ** 3;
+
+/** QUERY_SEARCH_MAX_BYTES (at least 1 MiB); unset or empty: DEFAULT_SEARCH_MAX_BYTES. */
+export function searchMaxBytesFromEnv(): number {
+  const v = envInt('QUERY_SEARCH_MAX_BYTES', DEFAULT_SEARCH_MAX_BYTES);
+  if (v < 1024 ** 2 || v > Number.MAX_SAFE_INTEGER) throw new Error(`environment variable QUERY_SEARCH_MAX_BYTES must be at least 1048576, got ${v}`);
+  return v;
+}
+
 /** The default and the longest `from`–`to` range of each endpoint that takes one. */
 export interface RangeLimit {
   /** `from` when not given: this many hours before `to`. */
@@ -52,6 +66,11 @@ export const RANGES = {
   usage: { defaultHours: 24, maxDays: 400 },
   /** From the per-minute rollups, like usage. */
   metrics: { defaultHours: 24, maxDays: 400 },
+  /**
+   * Metrics by end user, session or tag: not in the rollups (too many values), so read from
+   * `requests FINAL` (and `stage_spans FINAL` per stage) — a week at most.
+   */
+  metricsRaw: { defaultHours: 24, maxDays: 7 },
   /** The listing reads raw requests a window of days at a time, newest first (queries/requests.ts). */
   requests: { defaultHours: 24, maxDays: 31 },
 } as const satisfies Record<string, RangeLimit>;
@@ -59,7 +78,7 @@ export const RANGES = {
 /** How to narrow a query to each endpoint, for the 422's message. */
 export const NARROWING: Record<string, string> = {
   '/v1/requests': 'ask for a shorter range (from/to), add filters, or a smaller limit',
-  '/v1/metrics': 'ask for a shorter range, a longer interval, fewer metrics, or group by fewer dimensions',
+  '/v1/metrics': 'ask for a shorter range, a longer interval, fewer metrics, group by fewer dimensions, or filter by end_user, session or tag',
   '/v1/requests/:traceId': 'this trace holds more than the query API reads at once; query its requests with SQL (docs/schema.md)',
   '/v1/stages': 'ask for a shorter range (from/to) or filter by model, provider or team',
   '/v1/usage': 'ask for a shorter range (from/to), filter by team, model or provider, or group by fewer keys',

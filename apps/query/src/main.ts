@@ -2,7 +2,7 @@
  * `npm run start:query`: the query API alone.
  *   QUERY_PORT (default 8081, or the configuration file's query.port), QUERY_HOST (default
  *   127.0.0.1, or query.host), QUERY_MAX_EXECUTION_TIME_S / QUERY_MAX_MEMORY_BYTES /
- *   QUERY_MAX_RESULT_ROWS (limits.ts), CLICKHOUSE_URL / CLICKHOUSE_USER / CLICKHOUSE_PASSWORD /
+ *   QUERY_MAX_RESULT_ROWS, QUERY_SEARCH_MAX_BYTES (limits.ts), CLICKHOUSE_URL / CLICKHOUSE_USER / CLICKHOUSE_PASSWORD /
  *   CLICKHOUSE_DATABASE.
  */
 import { join } from 'node:path';

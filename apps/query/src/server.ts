@@ -13,7 +13,7 @@ import { StoreError, withReadLimits, type ReadLimits, type Store } from '@sightl
 import { DirectoryError } from '@sightline/directory';
 import { QueryError } from './errors.js';
 import type { PriceOf } from '@sightline/config';
-import { DEFAULT_READ_LIMITS, NARROWING } from './limits.js';
+import { DEFAULT_READ_LIMITS, DEFAULT_SEARCH_MAX_BYTES, NARROWING } from './limits.js';
 import { authenticate, type QueryAuth } from './auth.js';
 import { CursorCodec } from './cursor.js';
 import { collectRoutes } from './openapi.js';
@@ -32,6 +32,8 @@ export interface QueryServerOptions {
   priceOf?: PriceOf;
   /** The ClickHouse limits every query runs with; default DEFAULT_READ_LIMITS (limits.ts). */
   limits?: ReadLimits;
+  /** Bytes of content one phrase search (`q`) may read per query; default DEFAULT_SEARCH_MAX_BYTES (limits.ts). */
+  searchMaxBytes?: number;
   /** Authentication (admin token and key directory); null or absent: open, every caller is the admin. */
   auth?: QueryAuth | null;
   /**
@@ -120,7 +122,6 @@ export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
     else if (err.validation !== undefined && err.validation.length > 0) qe = validationError(err.validationContext, err.validation[0]!);
     else if (err instanceof DirectoryError) qe = new QueryError(DIRECTORY_ERRORS[err.code], err.message, { cause: err, field: err.field });
     else if (err instanceof StoreError && err.limit !== null) {
-      limited++;
       const narrow = NARROWING[req.routeOptions.url ?? ''] ?? 'narrow the query';
       qe = new QueryError('query_too_large', `${LIMIT_TEXT[err.limit](limits)}; ${narrow}`, { cause: err });
     } else if (err instanceof StoreError) {
@@ -131,6 +132,7 @@ export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
       log(`internal error: ${err.stack ?? err.message}`);
       qe = new QueryError('internal_error', 'internal error');
     }
+    if (qe.code === 'query_too_large') limited++;
     if (qe.status >= 500) failed++;
     void reply.code(qe.status).send(qe.toJSON());
   });
@@ -211,7 +213,7 @@ export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
   );
 
   registerAdminRoutes(app, auth?.directory ?? null);
-  registerRequestRoutes(app, { store, priceOf, cursors });
+  registerRequestRoutes(app, { store, priceOf, cursors, searchLimits: { ...limits, maxBytesToRead: opts.searchMaxBytes ?? DEFAULT_SEARCH_MAX_BYTES } });
   registerMetricsRoutes(app, { store, priceOf });
   registerStatsRoutes(app, { store, priceOf });
   return app;

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ReadLimits, Store } from '@sightline/store';
 import type { PriceOf } from '@sightline/config';
 import { buildQueryServer } from './server.js';
-import { readLimitsFromEnv } from './limits.js';
+import { readLimitsFromEnv, searchMaxBytesFromEnv } from './limits.js';
 import type { QueryAuth } from './auth.js';
 
 export interface StartQueryOptions {
@@ -14,6 +14,8 @@ export interface StartQueryOptions {
   priceOf?: PriceOf;
   /** Default: from QUERY_MAX_EXECUTION_TIME_S, QUERY_MAX_MEMORY_BYTES, QUERY_MAX_RESULT_ROWS (limits.ts). */
   limits?: ReadLimits;
+  /** Default: from QUERY_SEARCH_MAX_BYTES (limits.ts). */
+  searchMaxBytes?: number;
   /** Authentication; null or absent: open (every caller is the admin). */
   auth?: QueryAuth | null;
   /** Signs `GET /v1/requests` cursors (server.ts); default derived from the admin token, else random. */
@@ -27,7 +29,7 @@ export interface QueryHandle {
 }
 
 export async function startQuery(opts: StartQueryOptions): Promise<QueryHandle> {
-  const app = buildQueryServer({ store: opts.store, log: opts.log, priceOf: opts.priceOf, limits: opts.limits ?? readLimitsFromEnv(), auth: opts.auth ?? null, cursorSecret: opts.cursorSecret });
+  const app = buildQueryServer({ store: opts.store, log: opts.log, priceOf: opts.priceOf, limits: opts.limits ?? readLimitsFromEnv(), searchMaxBytes: opts.searchMaxBytes ?? searchMaxBytesFromEnv(), auth: opts.auth ?? null, cursorSecret: opts.cursorSecret });
   // Loopback unless told otherwise (QUERY_HOST in the shipped file).
   const host = opts.host ?? '127.0.0.1';
   await app.listen({ port: opts.port, host });

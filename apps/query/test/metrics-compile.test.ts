@@ -143,3 +143,28 @@ test('rows: dimensions as asked, status class as 5xx, cost null with unpriced to
   const grouped = plan({ metrics: ['requests'], group_by: ['model'], limit: 1 });
   assert.deepEqual(shapeRows(grouped, [{ d_model: 'a', n: 3 }, { d_model: 'b', n: 1 }]), { rows: [{ model: 'a', requests: 3 }], truncated: true });
 });
+
+test('attribution reads raw rows: requests FINAL (per stage, stage spans joined to their requests), tag names bound as literals', () => {
+  const p = plan({ metrics: ['requests', 'p99_ms', 'ttft_p50_ms'], group_by: ["tag.o'neil", 'end_user'], filters: { session: ['s'], 'tag.env': ['prod'] } }, ['alpha']);
+  assert.equal(p.raw, true);
+  assert.deepEqual(p.tags, ["o'neil", 'env']);
+  const text = compileMetrics(p, 'db').text;
+  assert.ok(!/_agg_/.test(text), 'no rollup is read');
+  assert.match(text, /FROM db\.requests FINAL/);
+  assert.match(text, /tag_values\[indexOf\(tag_keys, 'o\\'neil'\)\] AS tag_0/);
+  assert.match(text, /tag_values\[indexOf\(tag_keys, 'env'\)\] IN \('prod'\)/);
+  assert.match(text, /session_id IN \('s'\)/);
+  assert.match(text, /team IN \('alpha'\)/);
+  assert.match(text, /quantilesTDigest\(0\.5, 0\.95, 0\.99\)\(total_ns\) AS q_total, quantilesTDigestIf\(0\.5, 0\.95, 0\.99\)\(ttft_ns, ttft_ns > 0\) AS q_ttft/);
+  assert.match(text, /SELECT tag_0 AS d_tag_0, end_user AS d_end_user, count\(\) AS n/);
+  // Shaped back under the names asked for.
+  assert.deepEqual(shapeRows(p, [{ d_tag_0: 'x', d_end_user: 'u', n: 2, q_total: [1e6, 1e6, 1e6], q_ttft: [0, 0, 0] }]).rows, [{ "tag.o'neil": 'x', end_user: 'u', requests: 2, p99_ms: 1, ttft_p50_ms: 0 }]);
+
+  const stages = compileMetrics(plan({ group_by: ['stage', 'end_user'] }), 'db').text;
+  assert.match(stages, /FROM db\.stage_spans FINAL\n  ALL INNER JOIN \(SELECT trace_id, span_id AS parent_span_id, end_user, session_id, tag_keys, tag_values FROM db\.requests FINAL/);
+  assert.match(stages, /count\(\) AS n/);
+  // Attribution per stage is allowed; what the stage rows lack is not, and the range is a week at most.
+  refused(() => plan({ group_by: ['stage', 'end_user', 'status_class'] }), 'group_by[2]', /per stage, group by .*end_user, session, tag\.<name>/);
+  refused(() => planMetrics({ metrics: ['requests'], group_by: ['session'] }, { fromNs: 0n, toNs: 8n * 86_400n * 1_000_000_000n }, null, NOW_S), 'from', /at most 7 days/);
+  assert.equal(plan({ group_by: ['model'] }).raw, false);
+});

@@ -105,7 +105,7 @@ test('it lists every route of the server, each with its errors, and nothing else
   }
   // Parameters: the query strings and paths fastify validates.
   const list = doc.paths['/v1/requests']!.get as unknown as { parameters: { name: string; in: string }[] };
-  assert.deepEqual(list.parameters.map((p) => p.name), ['from', 'to', 'model', 'provider', 'status', 'error_type', 'stream', 'min_total_ms', 'key', 'team', 'limit', 'cursor']);
+  assert.deepEqual(list.parameters.map((p) => p.name), ['from', 'to', 'model', 'provider', 'status', 'error_type', 'stream', 'min_total_ms', 'key', 'team', 'end_user', 'session', 'tag', 'q', 'limit', 'cursor']);
   const trace = doc.paths['/v1/requests/{traceId}']!.get as unknown as { parameters: { name: string; in: string; required: boolean }[] };
   assert.deepEqual(trace.parameters.map((p) => [p.name, p.in, p.required]), [['traceId', 'path', true]]);
   assert.ok((doc.paths['/healthz']!.get as unknown as { security: unknown[] }).security.length === 0, 'health needs no credentials');

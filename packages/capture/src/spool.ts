@@ -9,6 +9,9 @@
  *
  * Files are written without fsync: they survive the process being killed, not the
  * machine losing power.
+ *
+ * Batches may hold prompts and answers (issue 11), so files are created readable by the
+ * gateway's user only (0600) and a directory the spool creates is 0700.
  */
 import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { readFile, rm, writeFile, rename } from 'node:fs/promises';
@@ -24,6 +27,10 @@ export interface SpoolEntry {
 const SUFFIX = '.batch';
 
 const LOCK = '.lock';
+
+/** Modes of what the spool creates: its owner's only. */
+const FILE_MODE = 0o600;
+const DIR_MODE = 0o700;
 
 function alive(pid: number): boolean {
   try {
@@ -41,7 +48,7 @@ export class Spool {
    * the other's batches). A lock left by a process that is gone is taken over.
    */
   static claim(dir: string): void {
-    mkdirSync(dir, { recursive: true });
+    mkdirSync(dir, { recursive: true, mode: DIR_MODE });
     const lock = join(dir, LOCK);
     let holder = 0;
     try {
@@ -52,7 +59,7 @@ export class Spool {
     if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && alive(holder)) {
       throw new Error(`capture spool ${dir} is in use by process ${holder}; give each gateway its own SIGHTLINE_SPOOL_DIR (capture.spool_dir)`);
     }
-    writeFileSync(lock, String(process.pid));
+    writeFileSync(lock, String(process.pid), { mode: FILE_MODE });
   }
 
   /** Releases a claim made by this process. */
@@ -75,7 +82,7 @@ export class Spool {
   constructor(dir: string, maxBytes: number) {
     this.#dir = dir;
     this.#maxBytes = maxBytes;
-    mkdirSync(dir, { recursive: true });
+    mkdirSync(dir, { recursive: true, mode: DIR_MODE });
     for (const name of readdirSync(dir).sort()) {
       if (name.endsWith(`${SUFFIX}.tmp`)) {
         // A write cut short by a kill: its batch was also still in memory, so nothing
@@ -118,7 +125,7 @@ export class Spool {
     this.#bytes += size;
     const tmp = join(this.#dir, `${name}.tmp`);
     try {
-      await writeFile(tmp, Buffer.concat([header, data]));
+      await writeFile(tmp, Buffer.concat([header, data]), { mode: FILE_MODE });
       await rename(tmp, join(this.#dir, name));
       entry.ready = true;
     } catch (e) {

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Capture, RequestRecord, Spool } from '@sightline/capture';
@@ -157,4 +157,22 @@ test('a spool directory held by another live process is refused; a stale claim i
   Spool.release(dir);
   assert.deepEqual(readdirSync(dir), []);
   rmSync(dir, { recursive: true, force: true });
+});
+
+test('spool files are readable by the gateway\'s user only (0600), in a directory created 0700: they may hold prompts (issue 11)', async () => {
+  const parent = mkdtempSync(join(tmpdir(), 'sl-spool-mode-'));
+  const dir = join(parent, 'spool');
+  // A permissive umask must not widen them.
+  const old = process.umask(0o000);
+  try {
+    const spool = new Spool(dir, 1 << 20);
+    assert.equal(await spool.append('gw/1', Buffer.from('{"records":[]}')), true);
+    const names = readdirSync(dir).filter((n) => n.endsWith('.batch'));
+    assert.equal(names.length, 1);
+    assert.equal(statSync(join(dir, names[0]!)).mode & 0o777, 0o600);
+    assert.equal(statSync(dir).mode & 0o777, 0o700);
+  } finally {
+    process.umask(old);
+    rmSync(parent, { recursive: true, force: true });
+  }
 });

@@ -23,14 +23,22 @@ export interface ReadLimits {
   maxMemoryBytes: number;
   /** `max_result_rows`: rows in the answer (`result_overflow_mode = 'throw'`, never a silent cut). */
   maxResultRows: number;
+  /**
+   * `max_bytes_to_read`: uncompressed bytes the query may read from tables
+   * (`read_overflow_mode = 'throw'`: code 307, TOO_MANY_BYTES); unset: no bound. For scans
+   * whose cost is the bytes they read, such as a phrase searched in prompts. ClickHouse
+   * 18.16 applies it to the main query's reads, not to those of an `IN (SELECT …)`.
+   */
+  maxBytesToRead?: number;
 }
 
 /** The settings of `limits`, checked to be positive integers (they are written into SQL for chdb). */
 function limitSettings(limits: ReadLimits): { name: string; value: number | string }[] {
   for (const [k, v] of Object.entries(limits)) {
+    if (v === undefined) continue;
     if (!Number.isSafeInteger(v) || v < 1) throw new TypeError(`read limit ${k} must be a positive integer, got ${String(v)}`);
   }
-  return [
+  const settings: { name: string; value: number | string }[] = [
     { name: 'readonly', value: 2 },
     { name: 'max_execution_time', value: limits.maxExecutionTimeS },
     { name: 'timeout_overflow_mode', value: 'throw' },
@@ -38,6 +46,8 @@ function limitSettings(limits: ReadLimits): { name: string; value: number | stri
     { name: 'max_result_rows', value: limits.maxResultRows },
     { name: 'result_overflow_mode', value: 'throw' },
   ];
+  if (limits.maxBytesToRead !== undefined) settings.push({ name: 'max_bytes_to_read', value: limits.maxBytesToRead }, { name: 'read_overflow_mode', value: 'throw' });
+  return settings;
 }
 
 export interface Store {

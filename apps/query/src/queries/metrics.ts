@@ -12,9 +12,17 @@
  * cost are exact; percentiles merge t-digest states, so they are estimates (docs/api.md).
  * Cost is computed in SQL per rollup row with that row's model's prices (passed in as
  * constants), so it is right whatever the grouping.
+ *
+ * Attribution (issue 11) — the end user, the session and tags — is not in the rollups: it
+ * has too many values to roll up. A query that groups or filters by `end_user`, `session`
+ * or `tag.<name>` is "raw": it reads `requests FINAL` (and, per stage, `stage_spans FINAL`
+ * joined to its requests for their attribution) over at most RANGES.metricsRaw (7 days),
+ * with the same limits, and computes the same metrics from the rows (percentiles with
+ * quantilesTDigest over the rows instead of merged states).
  */
 import { ident, join, sql, table, type Sql } from '@sightline/store';
 import { QueryError } from '../errors.js';
+import { RANGES } from '../limits.js';
 import type { Price } from '@sightline/config';
 import type { JsonSchema } from '../openapi.js';
 import { ms, type Num } from './common.js';
@@ -48,10 +56,31 @@ export type Metric = (typeof METRICS)[number];
 /** What a stage query can answer: counts and the stage's own latency. */
 export const STAGE_METRICS: readonly Metric[] = ['requests', 'errors', 'error_rate', 'mean_ms', 'p50_ms', 'p95_ms', 'p99_ms'];
 
+/** The dimensions of the rollups. */
 export const DIMENSIONS = ['team', 'key', 'model', 'provider', 'dialect', 'status_class', 'stage'] as const;
-export type Dimension = (typeof DIMENSIONS)[number];
+export type RollupDimension = (typeof DIMENSIONS)[number];
 
-/** Dimensions the stage rollup has (no dialect, no status class). */
+/** Attribution (issue 11): read from raw rows, not the rollups; plus `tag.<name>`. */
+export const ATTRIBUTION_DIMENSIONS = ['end_user', 'session'] as const;
+
+/** A tag as a dimension: `tag.` and the tag's name (lower case, as the gateway stores it). */
+export type TagDimension = `tag.${string}`;
+export type Dimension = RollupDimension | (typeof ATTRIBUTION_DIMENSIONS)[number] | TagDimension;
+
+/** Tag names as HTTP header names carry them (RFC 9110 token characters), lower case. */
+const TAG_NAME = "[a-z0-9!#$%&'*+.^_`|~-]{1,64}";
+const DIMENSION_PATTERN = `^(${[...DIMENSIONS, ...ATTRIBUTION_DIMENSIONS].join('|')}|tag\\.${TAG_NAME})$`;
+
+function isTag(d: string): d is TagDimension {
+  return d.startsWith('tag.');
+}
+
+/** Whether a dimension is attribution, which only raw rows have. */
+export function isAttribution(d: Dimension): boolean {
+  return isTag(d) || (ATTRIBUTION_DIMENSIONS as readonly string[]).includes(d);
+}
+
+/** Dimensions the stage rollup has (no dialect, no status class); attribution too, from raw rows. */
 const STAGE_DIMENSIONS: readonly Dimension[] = ['team', 'key', 'model', 'provider', 'stage'];
 
 export const INTERVALS = { '1m': 60, '5m': 300, '1h': 3600, '1d': 86_400 } as const;
@@ -64,10 +93,13 @@ export const MAX_POINTS = 50_000;
 /** The longest range, in days: the rollups are cheap to read per day. */
 export const MAX_DAYS = 400;
 
-/** Column of each dimension in both rollups. */
-const COLUMN: Record<Dimension, string> = { team: 'team', key: 'key_id', model: 'model', provider: 'provider', dialect: 'dialect', status_class: 'status_class', stage: 'stage' };
+/** Column of each dimension in both rollups (and in the raw sources). */
+const COLUMN: Record<RollupDimension | 'end_user' | 'session', string> = { team: 'team', key: 'key_id', model: 'model', provider: 'provider', dialect: 'dialect', status_class: 'status_class', stage: 'stage', end_user: 'end_user', session: 'session_id' };
 
 const VALUES = { type: 'array', minItems: 1, maxItems: 100, items: { type: 'string', maxLength: 256 } } as const;
+
+/** The most dimensions one query groups by. */
+export const MAX_GROUP_BY = 8;
 
 /** The request body (validated by fastify before `planMetrics` sees it). */
 export const METRICS_BODY_SCHEMA = {
@@ -78,7 +110,14 @@ export const METRICS_BODY_SCHEMA = {
     from: { type: ['string', 'number'], description: 'Start of the range, rounded down to the minute: RFC 3339 or Unix seconds. Default 24 hours before `to`' },
     to: { type: ['string', 'number'], description: 'End of the range (exclusive), rounded up to the minute. Default now' },
     metrics: { type: 'array', minItems: 1, maxItems: METRICS.length, uniqueItems: true, items: { type: 'string', enum: [...METRICS] } },
-    group_by: { type: 'array', maxItems: DIMENSIONS.length, uniqueItems: true, items: { type: 'string', enum: [...DIMENSIONS] }, default: [] },
+    group_by: {
+      type: 'array',
+      maxItems: MAX_GROUP_BY,
+      uniqueItems: true,
+      items: { type: 'string', pattern: DIMENSION_PATTERN, description: `One of ${[...DIMENSIONS, ...ATTRIBUTION_DIMENSIONS].join(', ')}, or \`tag.<name>\`` },
+      default: [],
+      description: `Dimensions; \`end_user\`, \`session\` and \`tag.<name>\` read raw rows (a range of at most ${RANGES.metricsRaw.maxDays} days)`,
+    },
     interval: { type: 'string', enum: Object.keys(INTERVALS), description: 'Adds `time` (the bucket start) to each row and fills empty buckets with zeros' },
     filters: {
       type: 'object',
@@ -92,7 +131,10 @@ export const METRICS_BODY_SCHEMA = {
         dialect: VALUES,
         status_class: { ...VALUES, items: { type: 'string', pattern: '^[1-5]xx$' } },
         stage: VALUES,
+        end_user: VALUES,
+        session: VALUES,
       },
+      patternProperties: { [`^tag\\.${TAG_NAME}$`]: VALUES },
     },
     limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100, description: 'The most groups, the largest (by `requests`) first' },
   },
@@ -104,9 +146,10 @@ export const METRICS_ROW_SCHEMA = {
   additionalProperties: false,
   properties: {
     time: { type: 'string', description: 'Start of the bucket (RFC 3339), with `interval`' },
-    ...Object.fromEntries(DIMENSIONS.map((d) => [d, { type: 'string' }])),
+    ...Object.fromEntries([...DIMENSIONS, ...ATTRIBUTION_DIMENSIONS].map((d) => [d, { type: 'string' }])),
     ...Object.fromEntries(METRICS.map((m) => [m, m === 'cost_usd' ? { type: ['number', 'null'] } : { type: 'number' }])),
   },
+  patternProperties: { [`^tag\\.${TAG_NAME}$`]: { type: 'string', description: "A tag's value ('' without the tag)" } },
 } as const satisfies JsonSchema;
 
 export interface MetricsBody {
@@ -196,21 +239,35 @@ export function rollupSource(database: string, kind: 'requests' | 'stages', rang
 
 export interface MetricsPlan {
   mode: 'requests' | 'stages';
+  /**
+   * Read from raw rows (`requests FINAL`, `stage_spans FINAL` joined to requests) instead of
+   * the rollups: the query groups or filters by attribution (end user, session, tags).
+   */
+  raw: boolean;
   /** Whole minutes, Unix seconds: [fromS, toS). */
   fromS: number;
   toS: number;
-  /** The range by rollup level (splitRange). */
+  /** The range by rollup level (splitRange); unused when `raw`. */
   ranges: LevelRange[];
   metrics: Metric[];
   groupBy: Dimension[];
   /** Seconds per bucket, or null: one row per group over the whole range. */
   intervalS: number | null;
   filters: Partial<Record<Dimension, string[]>>;
+  /** Names of the tags grouped or filtered by, in order: `tag.<name>` is column `tag_<index>`. */
+  tags: string[];
   /** Teams the caller may read (a key: its own), or null: every team. */
   teams: string[] | null;
   /** Groups returned at most. */
   limit: number;
 }
+
+/**
+ * A stage span is attributed through its request (stage_spans has no attribution): the
+ * requests joined are those that started from this long before the range, so a stage that
+ * began in the range belongs to a request read even if the request began a day earlier.
+ */
+export const RAW_STAGE_LOOKBACK_S = 86_400;
 
 /**
  * Checks a validated body against what the rollups can answer and resolves its range.
@@ -219,22 +276,36 @@ export interface MetricsPlan {
 export function planMetrics(body: MetricsBody, range: { fromNs: bigint; toNs: bigint }, teams: string[] | null, nowS: number): MetricsPlan {
   const groupBy = body.group_by ?? [];
   const filters = body.filters ?? {};
+  const filtered = Object.keys(filters) as Dimension[];
   const stages = groupBy.includes('stage') || filters.stage !== undefined;
+  const raw = groupBy.some(isAttribution) || filtered.some(isAttribution);
   if (stages) {
     body.metrics.forEach((m, i) => {
       if (!STAGE_METRICS.includes(m)) throw new QueryError('bad_parameter', `metric \`${m}\` is not available per stage (with \`stage\` in group_by or filters); per stage: ${STAGE_METRICS.join(', ')}`, { field: `metrics[${i}]` });
     });
+    const perStage = (d: Dimension) => STAGE_DIMENSIONS.includes(d) || isAttribution(d);
+    const allowed = [...STAGE_DIMENSIONS, ...ATTRIBUTION_DIMENSIONS, 'tag.<name>'].join(', ');
     groupBy.forEach((d, i) => {
-      if (!STAGE_DIMENSIONS.includes(d)) throw new QueryError('bad_parameter', `\`${d}\` cannot be combined with \`stage\`; per stage, group by ${STAGE_DIMENSIONS.join(', ')}`, { field: `group_by[${i}]` });
+      if (!perStage(d)) throw new QueryError('bad_parameter', `\`${d}\` cannot be combined with \`stage\`; per stage, group by ${allowed}`, { field: `group_by[${i}]` });
     });
-    for (const d of Object.keys(filters) as Dimension[]) {
-      if (!STAGE_DIMENSIONS.includes(d)) throw new QueryError('bad_parameter', `filter \`${d}\` cannot be combined with \`stage\`; per stage, filter by ${STAGE_DIMENSIONS.join(', ')}`, { field: `filters.${d}` });
+    for (const d of filtered) {
+      if (!perStage(d)) throw new QueryError('bad_parameter', `filter \`${d}\` cannot be combined with \`stage\`; per stage, filter by ${allowed}`, { field: `filters.${d}` });
     }
   }
+  if (raw && range.toNs - range.fromNs > BigInt(RANGES.metricsRaw.maxDays) * 86_400n * 1_000_000_000n) {
+    throw new QueryError(
+      'bad_parameter',
+      `grouping or filtering by end_user, session or tag reads raw rows, not the rollups: the range from \`from\` to \`to\` must be at most ${RANGES.metricsRaw.maxDays} days`,
+      { field: 'from' },
+    );
+  }
+  const tags: string[] = [];
+  for (const d of [...groupBy, ...filtered]) if (isTag(d) && !tags.includes(d.slice(4))) tags.push(d.slice(4));
   const fromS = Number(range.fromNs / 1_000_000_000n);
   const toRaw = Number((range.toNs + 999_999_999n) / 1_000_000_000n);
   const plan: MetricsPlan = {
     mode: stages ? 'stages' : 'requests',
+    raw,
     fromS: fromS - (fromS % 60),
     toS: toRaw % 60 === 0 ? toRaw : toRaw + 60 - (toRaw % 60),
     ranges: [],
@@ -242,6 +313,7 @@ export function planMetrics(body: MetricsBody, range: { fromNs: bigint; toNs: bi
     groupBy,
     intervalS: body.interval === undefined ? null : INTERVALS[body.interval],
     filters,
+    tags,
     teams,
     limit: body.limit ?? 100,
   };
@@ -267,11 +339,29 @@ export function seriesLimit(plan: MetricsPlan): number {
   return Math.max(1, Math.min(plan.limit, Math.floor(MAX_POINTS / Math.max(1, buckets(plan).length))));
 }
 
+/** The column of a dimension in the source (a rollup, or a raw source's select). */
+function columnName(plan: MetricsPlan, d: Dimension): string {
+  return isTag(d) ? `tag_${plan.tags.indexOf(d.slice(4))}` : COLUMN[d];
+}
+
+function column(plan: MetricsPlan, d: Dimension): Sql {
+  return ident(columnName(plan, d));
+}
+
+/** The alias of a dimension in the answer's rows. Aliases never reuse a column's name: an alias shadows the column in every other expression. */
+function aliasName(plan: MetricsPlan, d: Dimension): string {
+  return isTag(d) ? `d_tag_${plan.tags.indexOf(d.slice(4))}` : `d_${d}`;
+}
+
+function dimAlias(plan: MetricsPlan, d: Dimension): Sql {
+  return ident(aliasName(plan, d));
+}
+
 /** The rollup columns a plan reads: its dimensions, and what its metrics are made of. */
 function sourceColumns(plan: MetricsPlan): string[] {
   const want = new Set(plan.metrics);
   const has = (...m: Metric[]) => m.some((x) => want.has(x));
-  const cols = plan.groupBy.map((d) => COLUMN[d]);
+  const cols = plan.groupBy.map((d) => columnName(plan, d));
   if (plan.mode === 'stages') {
     cols.push('spans');
     if (has('errors', 'error_rate')) cols.push('errors');
@@ -294,39 +384,143 @@ function sourceColumns(plan: MetricsPlan): string[] {
   return [...new Set(cols)];
 }
 
+const literals = (values: readonly string[]): Sql => join(values.map((v) => sql`${v}`), sql`, `);
+
+/** `tag_values[indexOf(tag_keys, name)]`: the tag's value, '' without it (index 0 reads the default). */
+function tagValue(name: string): Sql {
+  return sql`tag_values[indexOf(tag_keys, ${name})]`;
+}
+
+/** A filter on a raw `requests` row (columns, not the aliases of the select). */
+function rawRequestFilter(d: Dimension, values: readonly string[]): Sql {
+  if (isTag(d)) return sql`${tagValue(d.slice(4))} IN (${literals(values)})`;
+  if (d === 'status_class') return sql`intDiv(http_status, 100) * 100 IN (${join(values.map((v) => sql`${Number(v[0]) * 100}`), sql`, `)})`;
+  return sql`${ident(COLUMN[d])} IN (${literals(values)})`;
+}
+
+/**
+ * A raw source: one row per request (or per stage span) in the plan's range with the
+ * columns the compiled query reads (`minute`, the dimensions under their rollup column
+ * names, `tag_<i>` for tags, and the row's measures), filtered and team-scoped. `extra`
+ * (conditions on those columns) is applied around it.
+ */
+function rawSource(plan: MetricsPlan, database: string, extra: Sql | null): Sql {
+  const teamIn = plan.teams === null ? null : sql`team IN (${literals(plan.teams)})`;
+  const tagCols = plan.tags.map((name, i) => sql`${tagValue(name)} AS ${ident(`tag_${i}`)}`);
+  const filters = (Object.keys(plan.filters) as Dimension[]).map((d) => [d, plan.filters[d] ?? []] as const);
+  let inner: Sql;
+  if (plan.mode === 'requests') {
+    const where: Sql[] = [sql`start_time >= toDateTime(${plan.fromS}, 'UTC') AND start_time < toDateTime(${plan.toS}, 'UTC')`];
+    if (teamIn !== null) where.push(teamIn);
+    for (const [d, values] of filters) where.push(rawRequestFilter(d, values));
+    inner = sql`SELECT toStartOfMinute(start_time) AS minute, team, key_id, model, provider, dialect, toUInt16(intDiv(http_status, 100) * 100) AS status_class, end_user, session_id${
+      tagCols.length > 0 ? sql`, ${join(tagCols, sql`, `)}` : sql``
+    },
+    http_status, aborted, stream, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, total_ns, gateway_ns, ttft_ns
+  FROM ${table(database, 'requests')} FINAL
+  WHERE ${join(where, sql` AND `)}`;
+  } else {
+    // The requests side holds only what the join needs, filtered by attribution first:
+    // it is the side ClickHouse keeps in memory. ALL, not ANY: it has one row per key
+    // (FINAL), and since ClickHouse 20 an ANY INNER JOIN also keeps one left row per key
+    // (one stage of each request), where 18.16 kept them all.
+    const right: Sql[] = [sql`start_time >= toDateTime(${plan.fromS - RAW_STAGE_LOOKBACK_S}, 'UTC') AND start_time < toDateTime(${plan.toS}, 'UTC')`];
+    const left: Sql[] = [sql`minute >= toDateTime(${plan.fromS}, 'UTC') AND minute < toDateTime(${plan.toS}, 'UTC')`];
+    if (teamIn !== null) {
+      right.push(teamIn);
+      left.push(teamIn);
+    }
+    for (const [d, values] of filters) (isAttribution(d) ? right : left).push(rawRequestFilter(d, values));
+    inner = sql`SELECT minute, team, key_id, model, provider, stage, end_user, session_id${tagCols.length > 0 ? sql`, ${join(tagCols, sql`, `)}` : sql``}, duration_ns, failed
+  FROM ${table(database, 'stage_spans')} FINAL
+  ALL INNER JOIN (SELECT trace_id, span_id AS parent_span_id, end_user, session_id, tag_keys, tag_values FROM ${table(database, 'requests')} FINAL
+    WHERE ${join(right, sql` AND `)}) AS attribution USING (trace_id, parent_span_id)
+  WHERE ${join(left, sql` AND `)}`;
+  }
+  return extra === null ? sql`(${inner})` : sql`(SELECT * FROM (${inner}) WHERE ${extra})`;
+}
+
 function source(plan: MetricsPlan, database: string, columns: readonly string[], extra: Sql | null = null): Sql {
+  if (plan.raw) return rawSource(plan, database, extra);
   const where = whereOf(plan);
   return rollupSource(database, plan.mode, plan.ranges, columns, where === null ? extra : extra === null ? where : sql`${where} AND ${extra}`);
 }
 
-/** Aliases never reuse a column's name: an alias shadows the column in every other expression. */
-function dimAlias(d: Dimension): Sql {
-  return ident(`d_${d}`);
-}
-
-function column(d: Dimension): Sql {
-  return ident(COLUMN[d]);
-}
-
-/** The plan's team scope and filters (the time range is each part's: rollupSource). */
+/** The plan's team scope and filters on a rollup (the time range is each part's: rollupSource). */
 function whereOf(plan: MetricsPlan): Sql | null {
   const c: Sql[] = [];
-  if (plan.teams !== null) c.push(sql`team IN (${join(plan.teams.map((t) => sql`${t}`), sql`, `)})`);
+  if (plan.teams !== null) c.push(sql`team IN (${literals(plan.teams)})`);
   for (const d of DIMENSIONS) {
     const values = plan.filters[d];
     if (values === undefined) continue;
-    const literals = d === 'status_class' ? values.map((v) => sql`${Number(v[0]) * 100}`) : values.map((v) => sql`${v}`);
-    c.push(sql`${column(d)} IN (${join(literals, sql`, `)})`);
+    const lits = d === 'status_class' ? join(values.map((v) => sql`${Number(v[0]) * 100}`), sql`, `) : literals(values);
+    c.push(sql`${column(plan, d)} IN (${lits})`);
   }
   return c.length === 0 ? null : join(c, sql` AND `);
 }
 
 function dimsSelect(plan: MetricsPlan): Sql[] {
-  return plan.groupBy.map((d) => sql`${column(d)} AS ${dimAlias(d)}`);
+  return plan.groupBy.map((d) => sql`${column(plan, d)} AS ${dimAlias(plan, d)}`);
+}
+
+/**
+ * The aggregates of each metric over the source's rows: sums and merged t-digest states of
+ * rollup rows, or counts and t-digests of raw rows (the same definitions as the ingester's
+ * rollup, apps/ingester/src/rollup.ts).
+ */
+interface Aggregates {
+  n: Sql;
+  errors: Sql;
+  aborted: Sql;
+  streams: Sql;
+  totalSum: Sql;
+  gatewaySum: Sql;
+  ttftSum: Sql;
+  ttftCount: Sql;
+  qTotal: Sql;
+  qGateway: Sql;
+  qTtft: Sql;
+}
+
+function aggregates(plan: MetricsPlan): Aggregates {
+  const none = sql`0`;
+  if (plan.mode === 'stages') {
+    return plan.raw
+      ? { n: sql`count()`, errors: sql`sum(failed)`, aborted: none, streams: none, totalSum: sql`sum(duration_ns)`, gatewaySum: none, ttftSum: none, ttftCount: none, qTotal: sql`quantilesTDigest(0.5, 0.95, 0.99)(duration_ns)`, qGateway: none, qTtft: none }
+      : { n: sql`sum(spans)`, errors: sql`sum(errors)`, aborted: none, streams: none, totalSum: sql`sum(duration_ns_sum)`, gatewaySum: none, ttftSum: none, ttftCount: none, qTotal: sql`quantilesTDigestMerge(0.5, 0.95, 0.99)(duration_ns_q)`, qGateway: none, qTtft: none };
+  }
+  return plan.raw
+    ? {
+        n: sql`count()`,
+        errors: sql`countIf(http_status >= 400)`,
+        aborted: sql`countIf(aborted = 1)`,
+        streams: sql`countIf(stream = 1)`,
+        totalSum: sql`sum(total_ns)`,
+        gatewaySum: sql`sum(gateway_ns)`,
+        ttftSum: sql`sumIf(ttft_ns, ttft_ns > 0)`,
+        ttftCount: sql`countIf(ttft_ns > 0)`,
+        qTotal: sql`quantilesTDigest(0.5, 0.95, 0.99)(total_ns)`,
+        qGateway: sql`quantilesTDigest(0.5, 0.95, 0.99)(gateway_ns)`,
+        qTtft: sql`quantilesTDigestIf(0.5, 0.95, 0.99)(ttft_ns, ttft_ns > 0)`,
+      }
+    : {
+        n: sql`sum(requests)`,
+        errors: sql`sum(errors)`,
+        aborted: sql`sum(aborted)`,
+        streams: sql`sum(streams)`,
+        totalSum: sql`sum(total_ns_sum)`,
+        gatewaySum: sql`sum(gateway_ns_sum)`,
+        ttftSum: sql`sum(ttft_ns_sum)`,
+        ttftCount: sql`sum(ttft_count)`,
+        qTotal: sql`quantilesTDigestMerge(0.5, 0.95, 0.99)(total_ns_q)`,
+        qGateway: sql`quantilesTDigestMerge(0.5, 0.95, 0.99)(gateway_ns_q)`,
+        qTtft: sql`quantilesTDigestIfMerge(0.5, 0.95, 0.99)(ttft_ns_q)`,
+      };
 }
 
 /** The models with rows in the plan's range: their prices go into the cost expression. */
 export function compileModels(plan: MetricsPlan, database: string): Sql {
+  if (plan.raw) return sql`SELECT DISTINCT model FROM ${rawSource(plan, database, null)} LIMIT 10001`;
   return sql`SELECT DISTINCT model FROM ${rollupSource(database, 'requests', plan.ranges, ['model'], whereOf(plan), false)} LIMIT 10001`;
 }
 
@@ -335,10 +529,9 @@ export function compileModels(plan: MetricsPlan, database: string): Sql {
  * both `interval` and `group_by`: the series the main query is then restricted to.
  */
 export function compileTopGroups(plan: MetricsPlan, database: string): Sql {
-  const n = plan.mode === 'stages' ? sql`sum(spans)` : sql`sum(requests)`;
-  const dims = plan.groupBy.map(dimAlias);
-  const columns = [...plan.groupBy.map((d) => COLUMN[d]), plan.mode === 'stages' ? 'spans' : 'requests'];
-  return sql`SELECT ${join(dimsSelect(plan), sql`, `)}, ${n} AS n FROM ${source(plan, database, columns)}
+  const dims = plan.groupBy.map((d) => dimAlias(plan, d));
+  const columns = [...plan.groupBy.map((d) => columnName(plan, d)), plan.mode === 'stages' ? 'spans' : 'requests'];
+  return sql`SELECT ${join(dimsSelect(plan), sql`, `)}, ${aggregates(plan).n} AS n FROM ${source(plan, database, columns)}
 GROUP BY ${join(dims, sql`, `)} ORDER BY n DESC, ${join(dims, sql`, `)} LIMIT ${seriesLimit(plan) + 1}`;
 }
 
@@ -359,26 +552,22 @@ function priceColumn(prices: readonly ModelPrice[], pick: (p: Price) => number):
  */
 export function compileMetrics(plan: MetricsPlan, database: string, opts: { prices?: readonly ModelPrice[]; top?: readonly MetricsDbRow[] } = {}): Sql {
   const want = new Set(plan.metrics);
+  const a = aggregates(plan);
   const cols: Sql[] = [];
   if (plan.intervalS !== null) cols.push(sql`intDiv(toUInt32(minute), ${plan.intervalS}) * ${plan.intervalS} AS t`);
   cols.push(...dimsSelect(plan));
   const has = (...m: Metric[]) => m.some((x) => want.has(x));
-  if (plan.mode === 'stages') {
-    cols.push(sql`sum(spans) AS n`);
-    if (has('errors', 'error_rate')) cols.push(sql`sum(errors) AS m_errors`);
-    if (has('mean_ms')) cols.push(sql`sum(duration_ns_sum) AS m_total_ns`);
-    if (has('p50_ms', 'p95_ms', 'p99_ms')) cols.push(sql`quantilesTDigestMerge(0.5, 0.95, 0.99)(duration_ns_q) AS q_total`);
-  } else {
-    cols.push(sql`sum(requests) AS n`);
-    if (has('errors', 'error_rate')) cols.push(sql`sum(errors) AS m_errors`);
-    if (has('aborted')) cols.push(sql`sum(aborted) AS m_aborted`);
-    if (has('streams')) cols.push(sql`sum(streams) AS m_streams`);
-    if (has('mean_ms')) cols.push(sql`sum(total_ns_sum) AS m_total_ns`);
-    if (has('gateway_mean_ms')) cols.push(sql`sum(gateway_ns_sum) AS m_gateway_ns`);
-    if (has('ttft_mean_ms')) cols.push(sql`sum(ttft_ns_sum) AS m_ttft_ns, sum(ttft_count) AS m_ttft_n`);
-    if (has('p50_ms', 'p95_ms', 'p99_ms')) cols.push(sql`quantilesTDigestMerge(0.5, 0.95, 0.99)(total_ns_q) AS q_total`);
-    if (has('gateway_p50_ms', 'gateway_p95_ms', 'gateway_p99_ms')) cols.push(sql`quantilesTDigestMerge(0.5, 0.95, 0.99)(gateway_ns_q) AS q_gateway`);
-    if (has('ttft_p50_ms', 'ttft_p95_ms', 'ttft_p99_ms')) cols.push(sql`quantilesTDigestIfMerge(0.5, 0.95, 0.99)(ttft_ns_q) AS q_ttft`);
+  cols.push(sql`${a.n} AS n`);
+  if (has('errors', 'error_rate')) cols.push(sql`${a.errors} AS m_errors`);
+  if (has('mean_ms')) cols.push(sql`${a.totalSum} AS m_total_ns`);
+  if (has('p50_ms', 'p95_ms', 'p99_ms')) cols.push(sql`${a.qTotal} AS q_total`);
+  if (plan.mode === 'requests') {
+    if (has('aborted')) cols.push(sql`${a.aborted} AS m_aborted`);
+    if (has('streams')) cols.push(sql`${a.streams} AS m_streams`);
+    if (has('gateway_mean_ms')) cols.push(sql`${a.gatewaySum} AS m_gateway_ns`);
+    if (has('ttft_mean_ms')) cols.push(sql`${a.ttftSum} AS m_ttft_ns, ${a.ttftCount} AS m_ttft_n`);
+    if (has('gateway_p50_ms', 'gateway_p95_ms', 'gateway_p99_ms')) cols.push(sql`${a.qGateway} AS q_gateway`);
+    if (has('ttft_p50_ms', 'ttft_p95_ms', 'ttft_p99_ms')) cols.push(sql`${a.qTtft} AS q_ttft`);
     for (const m of ['input_tokens', 'output_tokens', 'cache_read_tokens', 'cache_write_tokens'] as const) {
       if (want.has(m)) cols.push(sql`sum(${ident(m)}) AS ${ident(`m_${m}`)}`);
     }
@@ -388,7 +577,8 @@ export function compileMetrics(plan: MetricsPlan, database: string, opts: { pric
         cols.push(sql`toFloat64(0) AS m_cost, sum(input_tokens + output_tokens) AS m_unpriced`);
       } else {
         // Non-cached input is input − cache reads − cache writes (docs/schema.md); per
-        // rollup row, with that row's model's prices (US dollars per million tokens).
+        // row (a rollup row or a request), with that row's model's prices (US dollars per
+        // million tokens).
         cols.push(sql`sum(greatest(toInt64(input_tokens) - toInt64(cache_read_tokens) - toInt64(cache_write_tokens), 0) * ${priceColumn(prices, (p) => p.input)}
     + cache_read_tokens * ${priceColumn(prices, (p) => p.cacheRead)} + cache_write_tokens * ${priceColumn(prices, (p) => p.cacheWrite)}
     + output_tokens * ${priceColumn(prices, (p) => p.output)}) / 1000000 AS m_cost,
@@ -400,14 +590,14 @@ export function compileMetrics(plan: MetricsPlan, database: string, opts: { pric
   if (opts.top !== undefined && plan.groupBy.length > 0) {
     // The kept groups: each dimension's values, then the exact combinations in code.
     const per = plan.groupBy.map((d) => {
-      const values = [...new Set(opts.top!.map((g) => String(g[`d_${d}`] ?? '')))];
-      return sql`${column(d)} IN (${join(values.map((v) => (d === 'status_class' ? sql`${Number(v)}` : sql`${v}`)), sql`, `)})`;
+      const values = [...new Set(opts.top!.map((g) => String(g[aliasName(plan, d)] ?? '')))];
+      return sql`${column(plan, d)} IN (${join(values.map((v) => (d === 'status_class' ? sql`${Number(v)}` : sql`${v}`)), sql`, `)})`;
     });
     top = join(per, sql` AND `);
   }
   const columns = sourceColumns(plan);
-  const groupCols = [...(plan.intervalS !== null ? [sql`t`] : []), ...plan.groupBy.map(dimAlias)];
-  const order = [...(plan.intervalS !== null ? [sql`t`] : []), sql`n DESC`, ...plan.groupBy.map(dimAlias)];
+  const groupCols = [...(plan.intervalS !== null ? [sql`t`] : []), ...plan.groupBy.map((d) => dimAlias(plan, d))];
+  const order = [...(plan.intervalS !== null ? [sql`t`] : []), sql`n DESC`, ...plan.groupBy.map((d) => dimAlias(plan, d))];
   return sql`SELECT ${join(cols, sql`, `)}
 FROM ${source(plan, database, columns, top)}${groupCols.length > 0 ? sql`
 GROUP BY ${join(groupCols, sql`, `)}` : sql``}
@@ -487,7 +677,7 @@ function metricsOf(plan: MetricsPlan, r: MetricsDbRow | null): MetricsRow {
  * the rollup has nothing). `truncated`: more groups existed than the answer holds.
  */
 export function shapeRows(plan: MetricsPlan, rows: readonly MetricsDbRow[], top: { rows: readonly MetricsDbRow[]; truncated: boolean } | null = null): { rows: MetricsRow[]; truncated: boolean } {
-  const dimsOf = (r: MetricsDbRow): MetricsRow => Object.fromEntries(plan.groupBy.map((d) => [d, dimValue(d, r[`d_${d}`])]));
+  const dimsOf = (r: MetricsDbRow): MetricsRow => Object.fromEntries(plan.groupBy.map((d) => [d, dimValue(d, r[aliasName(plan, d)])]));
   const keyOf = (dims: MetricsRow): string => JSON.stringify(plan.groupBy.map((d) => dims[d]));
   if (plan.intervalS === null) {
     const truncated = plan.groupBy.length > 0 && rows.length > plan.limit;

@@ -10,10 +10,20 @@
  * page's rows by trace id (the primary key). Step 1 reads with FINAL, so a request written
  * twice (redelivery) is one key; step 2 reads the identical copies of those keys and keeps
  * one of each.
+ *
+ * With a phrase (`q`), step 1 reads `content` instead (ordered by team and start time, so a
+ * team's window is a range of its primary key): the keys of the window's requests whose
+ * prompt or answer holds the phrase, and, when the listing has filters that only `requests`
+ * has, only those of requests that pass them (PREWHERE, so the prompts of requests that do
+ * not are not read). Each such query is bounded by `searchLimits` (maxBytesToRead): a search
+ * that would read more is a 422, not a long scan.
  */
-import { join, sql, table, type Sql, type Store } from '@sightline/store';
+import { join, sql, table, StoreError, type ReadLimits, type Sql, type Store } from '@sightline/store';
+import { QueryError } from '../errors.js';
 import { costUsd, type PriceOf } from '@sightline/config';
 import { ms, type Num } from './common.js';
+import { phraseCondition } from './content.js';
+import { tagsOf } from './trace.js';
 
 export interface RequestListFilter {
   fromNs: bigint;
@@ -28,6 +38,12 @@ export interface RequestListFilter {
   stream: boolean | null;
   minTotalNs: bigint | null;
   keyId: string | null;
+  /** Attribution (issue 11): exact end user and session; tags as [name, value], all must match. */
+  endUser: string | null;
+  sessionId: string | null;
+  tags: readonly (readonly [string, string])[];
+  /** A phrase searched case-insensitively in the request's and the answer's content; null: no search. */
+  phrase: string | null;
 }
 
 /** Where a page ends: the last request listed. */
@@ -57,6 +73,10 @@ export interface RequestSummary {
   tokens: { input: number; output: number; cache_read: number; cache_write: number };
   /** US dollars at the configured prices (`pricing`, then the shipped table); null when the model has no price. */
   cost_usd: number | null;
+  /** Attribution the caller named ('' and {} when none). */
+  end_user: string;
+  session_id: string;
+  tags: Record<string, string>;
 }
 
 interface KeyRow {
@@ -84,14 +104,18 @@ interface SummaryRow {
   output_tokens: Num;
   cache_read_tokens: Num;
   cache_write_tokens: Num;
+  end_user: string;
+  session_id: string;
+  tag_keys: string[];
+  tag_values: string[];
 }
 
 const DAY_S = 86_400;
 const NS_PER_S = 1_000_000_000n;
 
-function conditions(f: RequestListFilter): Sql[] {
-  const c: Sql[] = [sql`start_time_unix_nano >= ${f.fromNs} AND start_time_unix_nano < ${f.toNs}`];
-  if (f.team !== null) c.push(sql`team = ${f.team}`);
+/** The filters that only `requests` has (not the range, the team or the phrase). */
+function requestConditions(f: RequestListFilter): Sql[] {
+  const c: Sql[] = [];
   if (f.model !== null) c.push(sql`model = ${f.model}`);
   if (f.provider !== null) c.push(sql`provider = ${f.provider}`);
   if (f.status !== null) c.push('code' in f.status ? sql`http_status = ${f.status.code}` : sql`intDiv(http_status, 100) = ${f.status.class}`);
@@ -99,7 +123,54 @@ function conditions(f: RequestListFilter): Sql[] {
   if (f.stream !== null) c.push(sql`stream = ${f.stream ? 1 : 0}`);
   if (f.minTotalNs !== null) c.push(sql`total_ns >= ${f.minTotalNs}`);
   if (f.keyId !== null) c.push(sql`key_id = ${f.keyId}`);
+  if (f.endUser !== null) c.push(sql`end_user = ${f.endUser}`);
+  if (f.sessionId !== null) c.push(sql`session_id = ${f.sessionId}`);
+  for (const [name, value] of f.tags) c.push(sql`arrayExists((k, v) -> k = ${name} AND v = ${value}, tag_keys, tag_values)`);
   return c;
+}
+
+/** The range and the team: columns of both `requests` and `content`. */
+function commonConditions(f: RequestListFilter): Sql[] {
+  const c: Sql[] = [sql`start_time_unix_nano >= ${f.fromNs} AND start_time_unix_nano < ${f.toNs}`];
+  if (f.team !== null) c.push(sql`team = ${f.team}`);
+  return c;
+}
+
+function conditions(f: RequestListFilter): Sql[] {
+  return [...commonConditions(f), ...requestConditions(f)];
+}
+
+const inWindow = (lo: number, hi: number): Sql => sql`start_time >= toDateTime(${lo}, 'UTC') AND start_time < toDateTime(${hi}, 'UTC')`;
+
+/**
+ * Step 1 with a phrase: the window's keys from `content` (see the file comment). A query
+ * stopped by the scan bound is a 422 that says so.
+ */
+async function searchKeys(store: Store, f: RequestListFilter, phrase: string, after: Sql | null, lo: number, hi: number, need: number, limits: ReadLimits | undefined): Promise<KeyRow[]> {
+  const where = [inWindow(lo, hi), ...commonConditions(f), phraseCondition(phrase)];
+  if (after !== null) where.push(after);
+  const only = requestConditions(f);
+  const prewhere =
+    only.length === 0
+      ? sql``
+      : sql`
+PREWHERE (trace_id, span_id) IN (SELECT trace_id, span_id FROM ${table(store.database, 'requests')} FINAL WHERE ${join([inWindow(lo, hi), ...conditions(f)], sql` AND `)})`;
+  try {
+    return await store.query<KeyRow>(
+      sql`SELECT DISTINCT start_time_unix_nano AS ns, span_id, trace_id FROM ${table(store.database, 'content')}${prewhere}
+WHERE ${join(where, sql` AND `)}
+ORDER BY ns DESC, span_id DESC, trace_id DESC LIMIT ${need}`,
+      limits,
+    );
+  } catch (e) {
+    // TOO_MANY_BYTES (307) or TOO_MANY_ROWS (158): the scan bound (maxBytesToRead), not the answer's.
+    if (e instanceof StoreError && limits?.maxBytesToRead !== undefined && (e.clickhouseCode === 307 || e.clickhouseCode === 158)) {
+      const n = limits.maxBytesToRead;
+      const bound = n >= 1024 ** 2 ? `${Math.round(n / 1024 ** 2)} MiB` : `${n} bytes`;
+      throw new QueryError('query_too_large', `searching for \`q\` would read more than ${bound} of prompts and answers (the query API's search bound); ask for a shorter range (from/to), name a team, or add filters`, { cause: e, field: 'q' });
+    }
+    throw e;
+  }
 }
 
 /**
@@ -130,16 +201,23 @@ export async function listRequests(
   after: ListPosition | null,
   limit: number,
   priceOf: PriceOf,
+  opts: { searchLimits?: ReadLimits } = {},
 ): Promise<{ items: RequestSummary[]; next: ListPosition | null }> {
   const t = table(store.database, 'requests');
   const where = conditions(f);
-  if (after !== null) where.push(sql`(start_time_unix_nano, span_id, trace_id) < (${after.ns}, ${after.spanId}, ${after.traceId})`);
+  const position = after === null ? null : sql`(start_time_unix_nano, span_id, trace_id) < (${after.ns}, ${after.spanId}, ${after.traceId})`;
+  if (position !== null) where.push(position);
   const top = after !== null && after.ns < f.toNs ? after.ns : f.toNs - 1n;
   const lowerS = Number(f.fromNs / NS_PER_S);
   const upperS = Number(top / NS_PER_S) + 1;
   const keys: KeyRow[] = [];
   for (const [lo, hi] of listWindows(lowerS, upperS)) {
     const need = limit + 1 - keys.length;
+    if (f.phrase !== null) {
+      keys.push(...(await searchKeys(store, f, f.phrase, position, lo, hi, need, opts.searchLimits)));
+      if (keys.length > limit) break;
+      continue;
+    }
     const rows = await store.query<KeyRow>(
       sql`SELECT start_time_unix_nano AS ns, span_id, trace_id FROM ${t} FINAL
 WHERE start_time >= toDateTime(${lo}, 'UTC') AND start_time < toDateTime(${hi}, 'UTC') AND ${join(where, sql` AND `)}
@@ -157,7 +235,7 @@ ORDER BY start_time_unix_nano DESC, span_id DESC, trace_id DESC LIMIT ${need}`,
   const maxS = Number(BigInt(page[0]!.ns) / NS_PER_S);
   const rows = await store.query<SummaryRow>(
     sql`SELECT trace_id, span_id, start_time_unix_nano, team, key_id, model, provider, dialect, stream, http_status, error_type, total_ns, gateway_ns, ttft_ns,
-  input_tokens, output_tokens, cache_read_tokens, cache_write_tokens
+  input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, end_user, session_id, tag_keys, tag_values
 FROM ${t}
 WHERE trace_id IN (${join(traceIds.map((id) => sql`${id}`), sql`, `)}) AND span_id IN (${join(spanIds.map((id) => sql`${id}`), sql`, `)})
   AND start_time >= toDateTime(${minS}, 'UTC') AND start_time <= toDateTime(${maxS}, 'UTC')`,
@@ -193,6 +271,9 @@ WHERE trace_id IN (${join(traceIds.map((id) => sql`${id}`), sql`, `)}) AND span_
       ttft_ms: ms(Number(r.ttft_ns)),
       tokens: { input, output, cache_read: cacheRead, cache_write: cacheWrite },
       cost_usd: cost === null ? null : Math.round(cost * 1e10) / 1e10,
+      end_user: r.end_user,
+      session_id: r.session_id,
+      tags: tagsOf(r.tag_keys, r.tag_values),
     });
   }
   const last = page[page.length - 1]!;

@@ -6,6 +6,7 @@
 import { sql, table, type Store } from '@sightline/store';
 import { ATTEMPT_SPAN, STAGES } from '@sightline/core';
 import { ms, type Num } from './common.js';
+import { contentOf, type ContentView } from './content.js';
 
 interface RequestDbRow {
   trace_id: string;
@@ -38,6 +39,10 @@ interface RequestDbRow {
   request_bytes: Num;
   response_bytes: Num;
   usage_partial: Num;
+  end_user: string;
+  session_id: string;
+  tag_keys: string[];
+  tag_values: string[];
 }
 
 interface SpanDbRow {
@@ -110,10 +115,28 @@ export interface RequestView {
   usage: { input_tokens: number; output_tokens: number; cache_read_tokens: number; cache_write_tokens: number; partial: boolean };
   request_bytes: number;
   response_bytes: number;
+  /** Attribution the caller named: the end user, the session, tags by name ('' and {} when none). */
+  end_user: string;
+  session_id: string;
+  tags: Record<string, string>;
   attributes: Record<string, string>;
   waterfall: WaterfallEntry[];
   /** Every upstream attempt, in order (retries and fallbacks included). */
   attempts: AttemptView[];
+  /**
+   * The prompt and the answer, for callers who may read content (asked with `withContent`);
+   * null when none was stored (policy `none`, or withheld). Absent otherwise.
+   */
+  content?: ContentView | null;
+}
+
+/** Tags as an object; the first value of a name wins (the gateway keeps names unique). */
+export function tagsOf(keys: readonly string[], values: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  keys.forEach((k, i) => {
+    if (!(k in out)) out[k] = values[i] ?? '';
+  });
+  return out;
 }
 
 const STAGE_SET: ReadonlySet<string> = new Set(STAGES);
@@ -141,7 +164,7 @@ export interface TraceView {
  * can hold any number of requests (issue 9): the list is bounded, the rest is counted, and
  * only the listed requests' spans are read, matched to them through maps by span id.
  */
-export async function requestsByTrace(store: Store, traceId: string, team: string | null, max: number = TRACE_REQUESTS_LIMIT): Promise<TraceView> {
+export async function requestsByTrace(store: Store, traceId: string, team: string | null, max: number = TRACE_REQUESTS_LIMIT, opts: { withContent?: boolean } = {}): Promise<TraceView> {
   const reqT = table(store.database, 'requests');
   const spanT = table(store.database, 'spans');
   // A team key sees its team's requests of the trace only (a trace id may be shared by anyone).
@@ -151,12 +174,15 @@ export async function requestsByTrace(store: Store, traceId: string, team: strin
   );
   if (reqs.length === 0) return { requests: [], total: 0, omitted: 0 };
   const ids = reqs.map((r) => r.span_id);
-  const [counted, spans] = await Promise.all([
+  const [counted, spans, content] = await Promise.all([
     // Counted only when the list is full: the common trace of one request costs no second scan.
     reqs.length < max ? Promise.resolve(reqs.length) : store.query<{ n: Num }>(sql`SELECT count() AS n FROM ${reqT} FINAL WHERE ${where}`).then((rows) => Number(rows[0]?.n ?? 0)),
     store.query<SpanDbRow>(
       sql`SELECT span_id, parent_span_id, name, kind, is_root, start_time_unix_nano, duration_ns, status_code, status_message, attr_keys, attr_values FROM ${spanT} FINAL WHERE trace_id = ${traceId} AND (has(${ids}, span_id) OR has(${ids}, parent_span_id)) ORDER BY start_time_unix_nano, is_root DESC`,
     ),
+    opts.withContent === true
+      ? contentOf(store, traceId, reqs.map((r) => ({ trace_id: r.trace_id, span_id: r.span_id, team: r.team, start_time_unix_nano: BigInt(r.start_time_unix_nano) })))
+      : Promise.resolve(null),
   ]);
   // Rows written after the list was read may already be counted, never fewer than listed.
   const total = Math.max(counted, reqs.length);
@@ -237,9 +263,13 @@ export async function requestsByTrace(store: Store, traceId: string, team: strin
       },
       request_bytes: Number(r.request_bytes),
       response_bytes: Number(r.response_bytes),
+      end_user: r.end_user,
+      session_id: r.session_id,
+      tags: tagsOf(r.tag_keys, r.tag_values),
       attributes,
       waterfall,
       attempts,
+      ...(content === null ? {} : { content: content.get(r.span_id) ?? null }),
     };
   });
   return { requests, total, omitted: total - requests.length };

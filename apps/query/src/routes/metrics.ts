@@ -29,7 +29,7 @@ export function registerMetricsRoutes(app: FastifyInstance, ctx: { store: Store;
     '/v1/metrics',
     {
       schema: {
-        summary: 'Metrics over time, grouped by team, key, model, provider, dialect, status class or stage',
+        summary: 'Metrics over time, grouped by team, key, model, provider, dialect, status class, stage, end user, session or tag',
         tags: ['metrics'],
         body: METRICS_BODY_SCHEMA,
         response: {

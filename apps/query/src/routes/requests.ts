@@ -3,14 +3,15 @@
  * `GET /v1/requests/{traceId}` (one trace's requests with their waterfalls); docs/api.md.
  */
 import type { FastifyInstance } from 'fastify';
-import type { Store } from '@sightline/store';
-import { teamScope } from '../auth.js';
+import type { ReadLimits, Store } from '@sightline/store';
+import { mayRead, teamScope } from '../auth.js';
 import { filterHash, MAX_CURSOR_LENGTH, type CursorCodec } from '../cursor.js';
 import { QueryError } from '../errors.js';
 import { RANGES } from '../limits.js';
 import { rangeParams, timeParam, traceIdParam } from '../params.js';
 import type { PriceOf } from '@sightline/config';
 import { listRequests, type ListPosition, type RequestListFilter } from '../queries/requests.js';
+import { MAX_PHRASE_LENGTH } from '../queries/content.js';
 import { requestsByTrace } from '../queries/trace.js';
 import { ERRORS, FROM, ISO_TIME, NAME_PARAM, TEAM_PARAM, TO, query } from '../schemas.js';
 
@@ -18,7 +19,14 @@ export interface RequestRoutesContext {
   store: Store;
   priceOf: PriceOf;
   cursors: CursorCodec;
+  /** The limits of a phrase search: the read limits and the scan bound (maxBytesToRead). */
+  searchLimits: ReadLimits;
 }
+
+/** How many `tag` filters one listing takes (the gateway keeps 16 tags a request). */
+const MAX_TAG_FILTERS = 16;
+/** `name:value`; names as the gateway stores them (header names, lower case; matched lower-cased). */
+const TAG_FILTER = '^[^:]{1,64}:.{0,256}$';
 
 const KEY_ID = '^key_[a-z0-9]{16}$';
 
@@ -33,6 +41,20 @@ const LIST_QUERY = query({
   min_total_ms: { type: 'number', minimum: 0, maximum: 86_400_000, description: 'Only requests that took at least this long' },
   key: { type: 'string', pattern: KEY_ID, description: 'A key id (`key_…`), not a secret' },
   team: TEAM_PARAM,
+  end_user: { type: 'string', maxLength: 256, description: 'Requests of this end user (OpenAI `user` / `safety_identifier`, Anthropic `metadata.user_id`), exactly' },
+  session: { type: 'string', maxLength: 256, description: 'Requests of this session (`x-sightline-session-id`), exactly' },
+  tag: {
+    type: 'array',
+    maxItems: MAX_TAG_FILTERS,
+    items: { type: 'string', pattern: TAG_FILTER },
+    description: 'A tag as `name:value` (`x-sightline-tag-<name>: <value>`); repeat it for several, all of which must match',
+  },
+  q: {
+    type: 'string',
+    minLength: 1,
+    maxLength: MAX_PHRASE_LENGTH,
+    description: 'A phrase searched, case-insensitively, in the prompts and answers of the range (the `content` scope or the admin token); bounded by QUERY_SEARCH_MAX_BYTES',
+  },
   limit: { type: 'integer', minimum: 1, maximum: 1000, default: 50 },
   cursor: { type: 'string', maxLength: MAX_CURSOR_LENGTH, description: '`next_cursor` of the previous page, with the same parameters' },
 });
@@ -48,6 +70,10 @@ interface ListQuery {
   min_total_ms?: number;
   key?: string;
   team?: string;
+  end_user?: string;
+  session?: string;
+  tag?: string[];
+  q?: string;
   limit: number;
   cursor?: string;
 }
@@ -55,7 +81,7 @@ interface ListQuery {
 const SUMMARY = {
   type: 'object',
   additionalProperties: false,
-  required: ['trace_id', 'span_id', 'start_time', 'start_time_unix_nano', 'team', 'key_id', 'model', 'provider', 'dialect', 'stream', 'status', 'error_type', 'total_ms', 'gateway_ms', 'ttft_ms', 'tokens', 'cost_usd'],
+  required: ['trace_id', 'span_id', 'start_time', 'start_time_unix_nano', 'team', 'key_id', 'model', 'provider', 'dialect', 'stream', 'status', 'error_type', 'total_ms', 'gateway_ms', 'ttft_ms', 'tokens', 'cost_usd', 'end_user', 'session_id', 'tags'],
   properties: {
     trace_id: { type: 'string' },
     span_id: { type: 'string' },
@@ -79,6 +105,9 @@ const SUMMARY = {
       properties: { input: { type: 'integer' }, output: { type: 'integer' }, cache_read: { type: 'integer' }, cache_write: { type: 'integer' } },
     },
     cost_usd: { type: ['number', 'null'], description: 'At the configured prices (the configuration\'s `pricing`, then the shipped price table); null when the model has no price' },
+    end_user: { type: 'string', description: "The end user the caller named; '' when none" },
+    session_id: { type: 'string', description: "The session (`x-sightline-session-id`); '' when none" },
+    tags: { type: 'object', additionalProperties: { type: 'string' }, description: 'Tags (`x-sightline-tag-<name>`) by name' },
   },
 } as const;
 
@@ -111,10 +140,29 @@ const ATTEMPT = {
 const STR = { type: 'string' } as const;
 const INT = { type: 'integer' } as const;
 
+const CONTENT = {
+  type: ['object', 'null'],
+  additionalProperties: false,
+  required: ['request', 'response', 'request_bytes', 'response_bytes', 'request_truncated', 'response_truncated', 'partial', 'policy', 'redactions'],
+  description:
+    'The prompt and the answer (the `content` scope or the admin token; absent for other callers). null: nothing was stored (the team\'s policy is `none`, or the content was withheld)',
+  properties: {
+    request: { type: 'string', description: 'The request body as the client sent it, cut at `capture.content_max_bytes`' },
+    response: { type: 'string', description: 'The answer as the client received it: the JSON body, or a stream assembled into one JSON message (docs/schema.md)' },
+    request_bytes: { type: 'integer', description: 'Full size of the request body, also past the cut' },
+    response_bytes: { type: 'integer', description: 'Full size of the answer as sent, also past the cut' },
+    request_truncated: { type: 'boolean' },
+    response_truncated: { type: 'boolean' },
+    partial: { type: 'boolean', description: 'The stream did not reach its end: `response` is what had arrived' },
+    policy: { type: 'string', enum: ['full', 'redacted'] },
+    redactions: { type: 'object', additionalProperties: { type: 'integer' }, description: 'Replacements by type (`email`, `openai_key`, …)' },
+  },
+} as const;
+
 const REQUEST_VIEW = {
   type: 'object',
   additionalProperties: false,
-  required: ['trace_id', 'span_id', 'parent_span_id', 'instance', 'seq', 'start_time', 'start_time_unix_nano', 'method', 'route', 'dialect', 'model', 'response_model', 'provider', 'upstream_model', 'team', 'stream', 'http_status', 'upstream_status', 'error_type', 'aborted', 'total_ns', 'gateway_ns', 'upstream_ns', 'ttfb_ns', 'ttft_ns', 'usage', 'request_bytes', 'response_bytes', 'attributes', 'waterfall', 'attempts'],
+  required: ['trace_id', 'span_id', 'parent_span_id', 'instance', 'seq', 'start_time', 'start_time_unix_nano', 'method', 'route', 'dialect', 'model', 'response_model', 'provider', 'upstream_model', 'team', 'stream', 'http_status', 'upstream_status', 'error_type', 'aborted', 'total_ns', 'gateway_ns', 'upstream_ns', 'ttfb_ns', 'ttft_ns', 'usage', 'request_bytes', 'response_bytes', 'end_user', 'session_id', 'tags', 'attributes', 'waterfall', 'attempts'],
   properties: {
     trace_id: STR,
     span_id: STR,
@@ -149,11 +197,23 @@ const REQUEST_VIEW = {
     },
     request_bytes: INT,
     response_bytes: INT,
+    end_user: { type: 'string', description: "The end user the caller named; '' when none" },
+    session_id: { type: 'string', description: "The session (`x-sightline-session-id`); '' when none" },
+    tags: { type: 'object', additionalProperties: { type: 'string' }, description: 'Tags (`x-sightline-tag-<name>`) by name' },
     attributes: { type: 'object', additionalProperties: { type: 'string' }, description: "The root span's attributes" },
     waterfall: { type: 'array', items: WATERFALL_ENTRY },
     attempts: { type: 'array', items: ATTEMPT },
+    content: CONTENT,
   },
 } as const;
+
+/** `name:value` filters as [name, value], names lower-cased like the gateway stores them. */
+function tagFilters(tags: string[] | undefined): [string, string][] {
+  return (tags ?? []).map((t) => {
+    const i = t.indexOf(':');
+    return [t.slice(0, i).toLowerCase(), t.slice(i + 1)];
+  });
+}
 
 function statusFilter(s: string | undefined): RequestListFilter['status'] {
   if (s === undefined) return null;
@@ -185,6 +245,10 @@ export function registerRequestRoutes(app: FastifyInstance, ctx: RequestRoutesCo
     async (req) => {
       const q = req.query;
       const team = teamScope(req.caller, q.team ?? null);
+      if (q.q !== undefined && !mayRead(req.caller, 'content')) {
+        throw new QueryError('forbidden', 'searching prompts and answers (`q`) takes a key with the `content` scope or the admin token', { field: 'q' });
+      }
+      const tags = tagFilters(q.tag);
       const { fromNs: defaultFromNs, toNs } = rangeParams({ from: q.from, to: q.to }, RANGES.requests);
       // Everything the listing is filtered by, as given (a default `to` is not: it moves
       // with the clock, and the cursor's position bounds later pages anyway).
@@ -199,6 +263,11 @@ export function registerRequestRoutes(app: FastifyInstance, ctx: RequestRoutesCo
         stream: q.stream ?? null,
         min_total_ms: q.min_total_ms ?? null,
         key: q.key ?? null,
+        end_user: q.end_user ?? null,
+        session: q.session ?? null,
+        // Order does not change the listing (all must match): sorted, so it does not change the hash either.
+        tag: tags.length === 0 ? null : JSON.stringify(tags.map((t) => `${t[0]}:${t[1]}`).sort()),
+        q: q.q ?? null,
       };
       const hash = filterHash(filters);
       let after: ListPosition | null = null;
@@ -219,8 +288,12 @@ export function registerRequestRoutes(app: FastifyInstance, ctx: RequestRoutesCo
         stream: filters.stream,
         minTotalNs: q.min_total_ms === undefined ? null : BigInt(Math.round(q.min_total_ms * 1e6)),
         keyId: filters.key,
+        endUser: filters.end_user,
+        sessionId: filters.session,
+        tags,
+        phrase: filters.q,
       };
-      const { items, next } = await listRequests(ctx.store, f, after, q.limit, ctx.priceOf);
+      const { items, next } = await listRequests(ctx.store, f, after, q.limit, ctx.priceOf, { searchLimits: ctx.searchLimits });
       return { data: items, next_cursor: next === null ? null : ctx.cursors.encode({ ...next, fromNs }, hash) };
     },
   );
@@ -229,7 +302,7 @@ export function registerRequestRoutes(app: FastifyInstance, ctx: RequestRoutesCo
     '/v1/requests/:traceId',
     {
       schema: {
-        summary: "One trace's requests with their stage waterfalls and upstream attempts",
+        summary: "One trace's requests with their stage waterfalls, upstream attempts and (with the `content` scope) prompts and answers",
         tags: ['requests'],
         params: { type: 'object', required: ['traceId'], properties: { traceId: { type: 'string', maxLength: 64, description: '32 hexadecimal characters (`x-sightline-trace-id`)' } } },
         response: {
@@ -250,7 +323,8 @@ export function registerRequestRoutes(app: FastifyInstance, ctx: RequestRoutesCo
     },
     async (req) => {
       const traceId = traceIdParam(req.params.traceId);
-      const { requests, total, omitted } = await requestsByTrace(ctx.store, traceId, teamScope(req.caller, null));
+      // Content only for callers who may read it; for the others the field is absent.
+      const { requests, total, omitted } = await requestsByTrace(ctx.store, traceId, teamScope(req.caller, null), undefined, { withContent: mayRead(req.caller, 'content') });
       if (requests.length === 0) throw new QueryError('not_found', `no request with trace id ${traceId} (capture reaches the store within seconds; retry shortly if it was just sent)`);
       return { trace_id: traceId, total, omitted, requests };
     },
