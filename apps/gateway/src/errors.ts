@@ -15,6 +15,8 @@ export type GatewayErrorCode =
   | 'invalid_request'
   | 'invalid_api_key'
   | 'permission_denied'
+  | 'rate_limited'
+  | 'budget_exceeded'
   | 'body_too_large'
   | 'unsupported_media_type'
   | 'model_not_found'
@@ -37,6 +39,8 @@ interface ErrorKind {
   anthropic: string;
   /** Stage a request is in when this failure happens (for the failed span). */
   stage: StageName | null;
+  /** OpenAI `error.code`, when it is not the GatewayErrorCode itself. */
+  openaiCode?: string;
 }
 
 const KINDS: Record<GatewayErrorCode, ErrorKind> = {
@@ -46,6 +50,10 @@ const KINDS: Record<GatewayErrorCode, ErrorKind> = {
   invalid_api_key: { status: 401, openai: 'invalid_request_error', anthropic: 'authentication_error', stage: 'auth' },
   // A key without the `gateway` scope, or asking for a model outside its globs; the SDKs raise PermissionDeniedError.
   permission_denied: { status: 403, openai: 'invalid_request_error', anthropic: 'permission_error', stage: 'auth' },
+  // Over a rate limit of the key or its team (docs/governance.md): OpenAI's own 429 shape.
+  rate_limited: { status: 429, openai: 'requests', anthropic: 'rate_limit_error', stage: 'limits', openaiCode: 'rate_limit_exceeded' },
+  // A budget spent: OpenAI answers `insufficient_quota` (a 429 the SDKs raise as RateLimitError).
+  budget_exceeded: { status: 429, openai: 'insufficient_quota', anthropic: 'rate_limit_error', stage: 'budget', openaiCode: 'insufficient_quota' },
   body_too_large: { status: 413, openai: 'invalid_request_error', anthropic: 'request_too_large', stage: 'ingress.read' },
   unsupported_media_type: { status: 415, openai: 'invalid_request_error', anthropic: 'invalid_request_error', stage: 'ingress.read' },
   model_not_found: { status: 404, openai: 'invalid_request_error', anthropic: 'not_found_error', stage: 'route' },
@@ -65,11 +73,17 @@ export interface GatewayErrorOptions {
   cause?: unknown;
   /** The stage the request failed in, when it is not the code's usual one (KINDS). */
   stage?: StageName;
+  /** Machine-readable particulars, sent as `error.sightline` (limits: scope, limit, reset). */
+  details?: Record<string, unknown>;
+  /** Milliseconds after which a retry may succeed: sent as `retry-after` (seconds). */
+  retryAfterMs?: number;
 }
 
 export class GatewayError extends Error {
   readonly status: number;
   readonly #stage: StageName | null;
+  readonly details: Record<string, unknown> | null;
+  readonly retryAfterMs: number | null;
   constructor(
     readonly code: GatewayErrorCode,
     message: string,
@@ -80,6 +94,8 @@ export class GatewayError extends Error {
     this.name = 'GatewayError';
     this.status = KINDS[code].status;
     this.#stage = options?.stage ?? KINDS[code].stage;
+    this.details = options?.details ?? null;
+    this.retryAfterMs = options?.retryAfterMs ?? null;
   }
 
   get stage(): StageName | null {
@@ -93,9 +109,16 @@ export function errorBody(err: GatewayError, dialect: Dialect): string {
   if (dialect === 'anthropic') {
     // Anthropic error bodies have no `param`; name it in the message instead.
     const message = err.param !== null && !err.message.includes(err.param) ? `${err.param}: ${err.message}` : err.message;
-    return JSON.stringify({ type: 'error', error: { type: k.anthropic, message } });
+    return JSON.stringify({ type: 'error', error: err.details === null ? { type: k.anthropic, message } : { type: k.anthropic, message, sightline: err.details } });
   }
-  return JSON.stringify({ error: { message: err.message, type: k.openai, param: err.param, code: err.code } });
+  const code = k.openaiCode ?? err.code;
+  return JSON.stringify({ error: err.details === null ? { message: err.message, type: k.openai, param: err.param, code } : { message: err.message, type: k.openai, param: err.param, code, sightline: err.details } });
+}
+
+/** Headers an error answer carries besides its content type: `retry-after` when a retry may succeed later. */
+export function errorHeaders(err: GatewayError): Record<string, string> | null {
+  if (err.retryAfterMs === null) return null;
+  return { 'retry-after': String(Math.max(1, Math.ceil(err.retryAfterMs / 1000))) };
 }
 
 /**

@@ -82,6 +82,8 @@ export class Exchange implements AttemptOwner {
   #committed = false;
   /** The answer is collected here to be cached once complete (a cacheable miss); else null. */
   cacheFill: CacheFill | null = null;
+  /** The gateway's own rate limits apply: the provider's `x-ratelimit-*` headers are not passed on. */
+  ownRateLimitHeaders = false;
   #contentType = '';
   /** The current attempt's response is being read and dropped (it will be retried). */
   #discarding = false;
@@ -201,7 +203,7 @@ export class Exchange implements AttemptOwner {
     const headers: OutgoingHttpHeaders = {};
     for (let i = 0; i + 1 < raw.length; i += 2) {
       const name = raw[i]!.toString('latin1').toLowerCase();
-      if (passes(name)) headers[name] = raw[i + 1]!.toString('latin1');
+      if (passes(name) && !(this.ownRateLimitHeaders && name.startsWith('x-ratelimit-'))) headers[name] = raw[i + 1]!.toString('latin1');
     }
     const relay = chooseRelay(this.#plan!, status, this.limits);
     this.#relay = relay;

@@ -15,6 +15,7 @@ import { ResilientNatsPublisher } from '@sightline/bus';
 import { dataDir, instanceId, onShutdown, redactUrlCredentials } from '@sightline/core';
 import { authFromEnv } from '@sightline/directory';
 import { NatsResponseCache } from '@sightline/cache';
+import { NatsGovernor } from '@sightline/controls';
 import { startGateway } from './start.js';
 
 function log(msg: string): void {
@@ -121,7 +122,10 @@ async function runWorker(): Promise<void> {
   // The exact cache, shared through NATS, only when a route asks for one.
   const cache = config.routes.some((r) => r.cacheTtlMs > 0) ? new NatsResponseCache({ url: natsUrl, maxBytes: config.cache.maxBytes, maxEntryBytes: config.cache.maxEntryBytes, bucketMaxBytes: config.cache.maxBytes, log }) : null;
   await cache?.ready;
-  const gw = await startGateway({ config, publisher, instance, captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', log, directory: auth?.directory ?? null, cache });
+  // Limits and budgets of keys and teams: enforced with authentication on (keys carry them).
+  const governor = auth === null ? null : new NatsGovernor({ url: natsUrl, log });
+  await governor?.ready;
+  const gw = await startGateway({ config, publisher, instance, captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', log, directory: auth?.directory ?? null, cache, governor });
   log(`listening on ${gw.url} (instance ${instance}, config ${config.file})`);
   if (cluster.isWorker) process.send?.({ type: 'sightline-ready' } satisfies ReadyMessage);
   void publisher.ready.then(() => log(`connected to NATS at ${redactUrlCredentials(natsUrl)}`));
@@ -130,6 +134,7 @@ async function runWorker(): Promise<void> {
     await gw.close(10_000);
     await auth?.directory.close();
     await cache?.close();
+    await governor?.close();
   });
 }
 

@@ -10,13 +10,17 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { now, newTraceId, newSpanId, parseTraceparent, type Dialect } from '@sightline/core';
-import { RequestRecord, keepContent, type CaptureSink } from '@sightline/capture';
-import { Router, type Config } from '@sightline/config';
-import { GatewayError, errorBody } from './errors.js';
+import { RequestRecord, keepContent, recordUsage, type CaptureSink } from '@sightline/capture';
+import { Router, costUsd, priceLookup, type Config } from '@sightline/config';
+import { GatewayError, errorBody, errorHeaders } from './errors.js';
 import type { GatewayLogger } from './log.js';
 import type { Directory } from '@sightline/directory';
 import type { CachedResponse, ResponseCache } from '@sightline/cache';
 import { CacheFill, cacheDirectives, requestCacheKey } from './cache.js';
+import type { Admission, Admitted, Governor, Refused } from '@sightline/controls';
+import type { KeyRecord } from '@sightline/directory';
+import type { PriceOf } from '@sightline/config';
+import { RequestControls, budgetAdmission, clientMaxTokens, limitsAdmission, rateLimitHeaders, refusalError, type LimitsInput } from './controls.js';
 import { one, prepareRoutes, targetOrder, Upstream, type PreparedRoute, type Target } from './providers.js';
 import { Exchange, type ClientResponse, type PreparedRequest } from './exchange.js';
 import type { RelayLimits, RelayPlan } from './relay.js';
@@ -37,6 +41,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     sl: RequestRecord | null;
     exchange: Exchange | null;
+    /** Limits and budgets of the request, when any applies (controls.ts). */
+    controls: RequestControls | null;
   }
 }
 
@@ -47,6 +53,8 @@ export class GatewayCore {
   readonly routes: Map<import('@sightline/config').RouteConfig, PreparedRoute>;
   readonly metrics: Metrics;
   readonly limits: RelayLimits;
+  /** Prices of the models clients ask for (budgets). */
+  readonly priceOf: PriceOf;
   seq = 0;
 
   constructor(
@@ -59,7 +67,10 @@ export class GatewayCore {
     readonly directory: Directory | null = null,
     /** The exact cache routes opt into (`cache: { ttl }`); null: none. */
     readonly cache: ResponseCache | null = null,
+    /** Rate limits and budgets (docs/governance.md); null: none enforced. */
+    readonly governor: Governor | null = null,
   ) {
+    this.priceOf = priceLookup(config.pricing, { shipped: config.pricingDefaults });
     this.router = new Router(config.routes);
     for (const p of config.providers.values()) this.upstreams.set(p.name, new Upstream(p, directory === null));
     this.routes = prepareRoutes(config.routes, this.upstreams, config.breaker);
@@ -85,6 +96,7 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
   const jsonDepthLimit = config.gateway.jsonDepthLimit;
   const contentDefault = config.capture.content;
   const cacheMaxEntry = config.cache.maxEntryBytes;
+  const defaultMaxTokens = config.gateway.defaultMaxTokens;
   const contentMax = config.capture.contentMaxBytes;
   const directory = core.directory;
 
@@ -95,6 +107,7 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
   ) as unknown as FastifyInstance;
   app.decorateRequest('sl', null);
   app.decorateRequest('exchange', null);
+  app.decorateRequest('controls', null);
 
   app.addHook('onRequest', (req, reply, done) => {
     const url = req.raw.url ?? '';
@@ -133,6 +146,8 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
         const ex = req.exchange;
         if (ex !== null) ex.clientGone();
       }
+      const ctl = req.controls;
+      if (ctl !== null) settleControls(core, rec, ctl);
       metrics.observe(rec);
       if (capture !== null) capture.record(rec);
     });
@@ -224,13 +239,14 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
 
     // auth: with keys, the caller's key decides the team, the scope and the models; without,
     // the team header names the team and provider credentials may be the caller's.
+    let key: KeyRecord | null = null;
     if (directory !== null) {
       const check = directory.check(callerKey(req.headers), 'gateway', Date.now());
       if (!check.ok) {
         const code = check.reason === 'scope' ? 'permission_denied' : 'invalid_api_key';
         return sendError(req, reply, new GatewayError(code, check.message));
       }
-      const key = check.key;
+      key = check.key;
       rec.team = key.team;
       rec.keyId = key.id;
       rec.contentPolicy = directory.team(key.team)?.settings.content_capture ?? contentDefault;
@@ -243,7 +259,65 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     }
     rec.tAuth = now();
 
-    // route
+    // limits: requests and tokens per minute of the key and its team, admitted in memory.
+    const governor = core.governor;
+    if (governor !== null && key !== null) {
+      const settings = directory!.team(key.team)?.settings;
+      const input: LimitsInput = {
+        keyId: key.id,
+        team: key.team,
+        keyLimits: key.limits ?? null,
+        teamLimits: settings?.limits ?? null,
+        keyBudget: key.budget ?? null,
+        teamBudget: settings?.budget ?? null,
+        requestBytes: rec.requestBytes,
+        maxOutput: 0,
+        policy: null,
+      };
+      if (input.keyLimits !== null || input.teamLimits !== null || input.keyBudget !== null || input.teamBudget !== null) {
+        const ctl = new RequestControls();
+        req.controls = ctl;
+        const own = clientMaxTokens(body);
+        input.maxOutput = own > 0 ? own : defaultMaxTokens;
+        ctl.maxOutput = input.maxOutput;
+        // Without the client's bound the output could be unbounded: cap it, so the reservation is an upper bound.
+        ctl.injectMaxTokens = own === 0 && (input.keyBudget !== null || input.teamBudget !== null || input.keyLimits?.tokens_per_minute !== undefined || input.teamLimits?.tokens_per_minute !== undefined);
+        if (input.keyLimits !== null || input.teamLimits !== null) {
+          return admitThen(governor, limitsAdmission(input), rec, (v) => {
+            if (v.ok === false) {
+              ctl.headers = rateLimitHeaders(v.headers, Date.now());
+              return sendError(req, reply, refusalError(v));
+            }
+            ctl.limits = v.ticket;
+            ctl.headers = rateLimitHeaders(v.ticket.headers, Date.now());
+            rec.tLimits = now();
+            routeStage(req, reply, dialect, body, raw!, ctl, input);
+          });
+        }
+        return routeStage(req, reply, dialect, body, raw!, ctl, input);
+      }
+    }
+    routeStage(req, reply, dialect, body, raw!, null, null);
+  }
+
+  /**
+   * Runs `then` with the governor's verdict: at once when it decides in memory, else once the
+   * lease it asked for has arrived (a key's first request on this process in a while). A
+   * client gone meanwhile is not served.
+   */
+  function admitThen(governor: Governor, a: Admission, rec: RequestRecord, then: (v: Admitted | Refused) => void): void {
+    const v = governor.admit(a, Date.now());
+    if (v.ok !== 'wait') return then(v);
+    const again = (): void => {
+      if (rec.aborted) return;
+      // mayWait false: decided now (with the lease that arrived, or by the team's policy).
+      then(governor.admit(a, Date.now(), false) as Admitted | Refused);
+    };
+    v.ready.then(again, again);
+  }
+
+  function routeStage(req: FastifyRequest, reply: FastifyReply, dialect: Dialect, body: Record<string, unknown>, raw: Buffer, ctl: RequestControls | null, input: LimitsInput | null): void {
+    const rec = req.sl!;
     const match = core.router.match(rec.model);
     if (match === null) {
       const msg = `The model \`${rec.model}\` is not served by this gateway: no route matches it.`;
@@ -259,30 +333,48 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     if (route.config.cacheTtlMs > 0 && cache !== null) {
       const directives = cacheDirectives(req.headers);
       const first = order[0]!;
-      const key = requestCacheKey(rec.team, dialect, rec.route, first.upstream.config.name, first.model ?? rec.model, rec.stream, raw!, req.headers);
+      const key = requestCacheKey(rec.team, dialect, rec.route, first.upstream.config.name, first.model ?? rec.model, rec.stream, raw, req.headers);
       const hit = directives.noCache ? null : cache.get(key, Date.now());
       rec.tCache = now();
-      if (hit !== null) return serveCached(rec, reply, hit, first);
+      if (hit !== null) return serveCached(rec, reply, hit, first, ctl);
       if (!directives.noStore) fill = new CacheFill(cache, key, route.config.cacheTtlMs, cacheMaxEntry);
       reply.raw.setHeader('x-sightline-cache', 'miss');
     }
 
+    // budget: the request's upper-bound cost reserved from the key's and the team's budgets.
+    if (ctl !== null && input !== null && (input.keyBudget !== null || input.teamBudget !== null)) {
+      return admitThen(core.governor!, budgetAdmission(input, core.priceOf(rec.model)), rec, (v) => {
+        if (v.ok === false) return sendError(req, reply, refusalError(v));
+        ctl.budget = v.ticket;
+        rec.tBudget = now();
+        upstreamStage(req, reply, dialect, body, raw, route, order, fill, ctl);
+      });
+    }
+    upstreamStage(req, reply, dialect, body, raw, route, order, fill, ctl);
+  }
+
+  function upstreamStage(req: FastifyRequest, reply: FastifyReply, dialect: Dialect, body: Record<string, unknown>, raw: Buffer, route: PreparedRoute, order: Target[], fill: CacheFill | null, ctl: RequestControls | null): void {
+    const rec = req.sl!;
     // translate.request and the upstream attempts
     const traceparent = `00-${rec.traceId}-${rec.rootSpanId}-01`;
     const headers = req.headers;
-    const prepare = (target: Target): PreparedRequest => prepareFor(target, dialect, body, raw!, headers, traceparent, rec);
+    const maxTokens = ctl !== null && ctl.injectMaxTokens ? ctl.maxOutput : 0;
+    const prepare = (target: Target): PreparedRequest => prepareFor(target, dialect, body, raw, headers, traceparent, rec, maxTokens);
     reply.hijack();
     const res = reply.raw as unknown as ClientResponse;
+    if (ctl !== null && ctl.headers !== null) for (const h in ctl.headers) reply.raw.setHeader(h, ctl.headers[h]!);
     const ex = new Exchange(rec, res, route, order, prepare, (err) => failRaw(core.logger, rec, res, err, contentMax), core.limits);
     ex.cacheFill = fill;
+    ex.ownRateLimitHeaders = ctl !== null && ctl.headers !== null;
     req.exchange = ex;
     ex.start();
   }
 
   /** A cache hit: the stored answer, byte for byte, with nothing sent upstream and no tokens spent. */
-  function serveCached(rec: RequestRecord, reply: FastifyReply, hit: CachedResponse, target: Target): void {
+  function serveCached(rec: RequestRecord, reply: FastifyReply, hit: CachedResponse, target: Target, ctl: RequestControls | null): void {
     reply.hijack();
     const res = reply.raw;
+    if (ctl !== null && ctl.headers !== null) for (const h in ctl.headers) res.setHeader(h, ctl.headers[h]!);
     rec.cacheHit = true;
     rec.status = hit.status;
     rec.provider = target.upstream.config.name;
@@ -308,6 +400,10 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     }
     const out = errorBody(err, dialect);
     if (rec !== null) keepContent(rec, out, contentMax);
+    const ctl = req.controls;
+    if (ctl !== null && ctl.headers !== null) void reply.headers(ctl.headers);
+    const extra = errorHeaders(err);
+    if (extra !== null) void reply.headers(extra);
     reply.code(err.status).headers(JSON_HEADERS).send(out);
   }
 }
@@ -356,6 +452,34 @@ function reportInternal(logger: GatewayLogger, rec: RequestRecord | null, method
   );
 }
 
+/**
+ * Corrects the request's reservations to what it used (controls.ts): nothing for a cache hit
+ * or a request that never went upstream; its tokens and their cost otherwise; for an answer
+ * whose usage could not be read, the reservation is charged in full (cost null).
+ */
+function settleControls(core: GatewayCore, rec: RequestRecord, ctl: RequestControls): void {
+  const governor = core.governor;
+  if (governor === null) return;
+  let tokens = 0;
+  let cost: number | null = 0;
+  if (!rec.cacheHit && rec.tSent > 0) {
+    const u = recordUsage(rec);
+    tokens = u.inputTokens + u.outputTokens;
+    if (u.found || u.outputTokens > 0) cost = costUsd(core.priceOf(rec.model), u.inputTokens, u.outputTokens, u.cacheReadTokens, u.cacheWriteTokens);
+    else if (rec.upstreamStatus < 400) cost = null;
+  }
+  const nowMs = Date.now();
+  if (ctl.limits !== null) governor.settle(ctl.limits, { tokens, costUsd: 0 }, nowMs);
+  if (ctl.budget !== null) governor.settle(ctl.budget, { tokens, costUsd: cost }, nowMs);
+}
+
+/** JSON object bytes with `"field":value,` inserted as its first member (the object is not empty). */
+export function withFirstField(raw: Buffer, field: string, value: number): Buffer {
+  const open = raw.indexOf(0x7b /* { */);
+  if (open === -1) return raw;
+  return Buffer.concat([raw.subarray(0, open + 1), Buffer.from(`"${field}":${value},`), raw.subarray(open + 1)]);
+}
+
 /** The caller's key: `Authorization: Bearer …` (OpenAI SDKs) or `x-api-key` (Anthropic SDKs). */
 function callerKey(headers: IncomingHttpHeaders): string {
   const auth = headers.authorization;
@@ -383,7 +507,7 @@ function failRaw(logger: GatewayLogger, rec: RequestRecord, res: ClientResponse,
   }
   const body = errorBody(err, rec.dialect);
   keepContent(rec, body, contentMax);
-  res.writeHead(err.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.writeHead(err.status, { ...errorHeaders(err), 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
   res.end(body);
 }
 
@@ -400,8 +524,16 @@ function prepareFor(
   clientHeaders: IncomingHttpHeaders,
   traceparent: string,
   rec: RequestRecord,
+  maxTokens: number,
 ): PreparedRequest {
   const up = target.upstream;
+  if (maxTokens > 0 && dialect === 'openai') {
+    // A budget or token limit needs an output bound the client did not set (controls.ts):
+    // inject it, in the field this provider reads.
+    const field = up.dialect === 'anthropic' || up.config.type === 'openai-compatible' ? 'max_tokens' : 'max_completion_tokens';
+    body = { ...body, [field]: maxTokens };
+    raw = withFirstField(raw, field, maxTokens);
+  }
   const upstreamModel = target.model ?? rec.model;
   const path = up.path(upstreamModel);
   const headers = up.headers(clientHeaders, dialect, traceparent);

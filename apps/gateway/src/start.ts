@@ -11,6 +11,7 @@ import { stderrLogger, type GatewayLogger } from './log.js';
 import type { Directory } from '@sightline/directory';
 import { redactSecrets } from '@sightline/redact';
 import type { ResponseCache } from '@sightline/cache';
+import type { Governor } from '@sightline/controls';
 
 export interface StartGatewayOptions {
   config: Config;
@@ -35,6 +36,8 @@ export interface StartGatewayOptions {
   directory?: Directory | null;
   /** The exact cache routes opt into; absent or null: none (routes with `cache` then pass through). */
   cache?: ResponseCache | null;
+  /** Rate limits and budgets of keys and teams (docs/governance.md); absent or null: not enforced. */
+  governor?: Governor | null;
 }
 
 export interface GatewayHandle {
@@ -75,7 +78,7 @@ export async function startGateway(opts: StartGatewayOptions): Promise<GatewayHa
       content: { maxBytes: opts.config.capture.contentMaxBytes, keepBase64: opts.config.capture.contentKeepBase64, redactSecrets },
     });
   }
-  const core = new GatewayCore(opts.config, capture, opts.instance, opts.logger ?? stderrLogger(opts.instance), opts.directory ?? null, opts.cache ?? null);
+  const core = new GatewayCore(opts.config, capture, opts.instance, opts.logger ?? stderrLogger(opts.instance), opts.directory ?? null, opts.cache ?? null, opts.governor ?? null);
   const app = buildGateway(core);
   const host = opts.host ?? opts.config.gateway.host;
   await app.listen({ port: opts.port ?? opts.config.gateway.port, host });

@@ -65,7 +65,9 @@ export function authenticate(req: FastifyRequest, auth: QueryAuth | null, nowMs:
   const token = bearer(req);
   if (token === '') throw new QueryError('unauthorized', 'this API needs a Sightline key with the `read` scope or the admin token, as `Authorization: Bearer …`');
   if (sameSecret(token, auth.adminToken)) return ADMIN;
-  const check = auth.directory.check(token, 'read', nowMs);
+  let check = auth.directory.check(token, 'read', nowMs);
+  // A key asks what it has left with the key itself, whatever its scopes (GET /v1/budget).
+  if (!check.ok && check.reason === 'scope' && path === '/v1/budget') check = auth.directory.check(token, 'gateway', nowMs);
   if (check.ok) return { kind: 'key', key: check.key };
   if (check.reason === 'scope') throw new QueryError('forbidden', check.message);
   throw new QueryError('unauthorized', check.message);

@@ -19,6 +19,8 @@ import { CursorCodec } from './cursor.js';
 import { collectRoutes } from './openapi.js';
 import { ERRORS } from './schemas.js';
 import { registerAdminRoutes } from './routes/admin.js';
+import { registerBudgetRoutes } from './routes/budget.js';
+import type { Governor } from '@sightline/controls';
 import { registerRequestRoutes } from './routes/requests.js';
 import { registerMetricsRoutes } from './routes/metrics.js';
 import { registerStatsRoutes } from './routes/stats.js';
@@ -36,6 +38,8 @@ export interface QueryServerOptions {
   searchMaxBytes?: number;
   /** Authentication (admin token and key directory); null or absent: open, every caller is the admin. */
   auth?: QueryAuth | null;
+  /** Rate limits and budgets, for GET /v1/budget; null or absent: that endpoint answers 404. */
+  governor?: Governor | null;
   /**
    * Signs the cursors of `GET /v1/requests` (cursor.ts); at least 16 bytes. Replicas behind
    * one load balancer need the same one. Default: derived from the admin token when
@@ -213,6 +217,7 @@ export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
   );
 
   registerAdminRoutes(app, auth?.directory ?? null);
+  registerBudgetRoutes(app, auth?.directory ?? null, opts.governor ?? null);
   registerRequestRoutes(app, { store, priceOf, cursors, searchLimits: { ...limits, maxBytesToRead: opts.searchMaxBytes ?? DEFAULT_SEARCH_MAX_BYTES } });
   registerMetricsRoutes(app, { store, priceOf });
   registerStatsRoutes(app, { store, priceOf });

@@ -4,6 +4,7 @@ import type { PriceOf } from '@sightline/config';
 import { buildQueryServer } from './server.js';
 import { readLimitsFromEnv, searchMaxBytesFromEnv } from './limits.js';
 import type { QueryAuth } from './auth.js';
+import type { Governor } from '@sightline/controls';
 
 export interface StartQueryOptions {
   store: Store;
@@ -18,6 +19,8 @@ export interface StartQueryOptions {
   searchMaxBytes?: number;
   /** Authentication; null or absent: open (every caller is the admin). */
   auth?: QueryAuth | null;
+  /** Rate limits and budgets (GET /v1/budget). */
+  governor?: Governor | null;
   /** Signs `GET /v1/requests` cursors (server.ts); default derived from the admin token, else random. */
   cursorSecret?: string | Uint8Array;
 }
@@ -29,7 +32,7 @@ export interface QueryHandle {
 }
 
 export async function startQuery(opts: StartQueryOptions): Promise<QueryHandle> {
-  const app = buildQueryServer({ store: opts.store, log: opts.log, priceOf: opts.priceOf, limits: opts.limits ?? readLimitsFromEnv(), searchMaxBytes: opts.searchMaxBytes ?? searchMaxBytesFromEnv(), auth: opts.auth ?? null, cursorSecret: opts.cursorSecret });
+  const app = buildQueryServer({ store: opts.store, log: opts.log, priceOf: opts.priceOf, limits: opts.limits ?? readLimitsFromEnv(), searchMaxBytes: opts.searchMaxBytes ?? searchMaxBytesFromEnv(), auth: opts.auth ?? null, cursorSecret: opts.cursorSecret, governor: opts.governor ?? null });
   // Loopback unless told otherwise (QUERY_HOST in the shipped file).
   const host = opts.host ?? '127.0.0.1';
   await app.listen({ port: opts.port, host });

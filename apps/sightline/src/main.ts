@@ -16,6 +16,7 @@ import { startIngester } from '@sightline/app-ingester';
 import { startQuery } from '@sightline/app-query';
 import { authFromEnv } from '@sightline/directory';
 import { MemoryResponseCache, NatsResponseCache } from '@sightline/cache';
+import { MemoryGovernor, NatsGovernor } from '@sightline/controls';
 
 function logger(app: string): (msg: string) => void {
   return (msg) => process.stderr.write(`${new Date().toISOString()} ${app} ${msg}\n`);
@@ -60,7 +61,10 @@ async function main(): Promise<void> {
   const auth = authFromEnv({ natsUrl, snapshotFile: join(dataDir(), natsUrl !== undefined && natsUrl !== '' ? join('directory', 'sightline.json') : 'directory.json'), log });
   await auth?.directory.ready;
   if (auth === null) log('WARNING: authentication is off (SIGHTLINE_ADMIN_TOKEN is not set): the gateway and query API are open to whoever reaches them (loopback by default)');
-  const query = await startQuery({ store, port: config.query.port, host: config.query.host, log: logger('query'), priceOf: priceLookup(config.pricing, { shipped: config.pricingDefaults }), auth });
+  // Limits and budgets: enforced with authentication on (keys and teams carry them).
+  const governor = auth === null ? null : natsUrl !== undefined && natsUrl !== '' ? new NatsGovernor({ url: natsUrl, log }) : new MemoryGovernor({ file: join(dataDir(), 'limits.json') });
+  await governor?.ready;
+  const query = await startQuery({ store, port: config.query.port, host: config.query.host, log: logger('query'), priceOf: priceLookup(config.pricing, { shipped: config.pricingDefaults }), auth, governor });
   const wantsCache = config.routes.some((r) => r.cacheTtlMs > 0);
   const cache = !wantsCache
     ? null
@@ -68,7 +72,7 @@ async function main(): Promise<void> {
       ? new NatsResponseCache({ url: natsUrl, maxBytes: config.cache.maxBytes, maxEntryBytes: config.cache.maxEntryBytes, bucketMaxBytes: config.cache.maxBytes, log })
       : new MemoryResponseCache({ maxBytes: config.cache.maxBytes, maxEntryBytes: config.cache.maxEntryBytes });
   await cache?.ready;
-  const gateway = await startGateway({ config, publisher, instance, log: logger('gateway'), captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', directory: auth?.directory ?? null, cache });
+  const gateway = await startGateway({ config, publisher, instance, log: logger('gateway'), captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', directory: auth?.directory ?? null, cache, governor });
   log(`gateway  ${gateway.url}  (OpenAI: POST /v1/chat/completions)`);
   log(`query    ${query.url}  (GET /v1/requests/{traceId}, GET /v1/stages)`);
   log(`ingester ${ingester.url}  (/healthz, /metrics)`);
@@ -85,6 +89,7 @@ async function main(): Promise<void> {
     await query.close();
     await auth?.directory.close();
     await cache?.close();
+    await governor?.close();
     await closeBus();
     await store.close();
   });

@@ -1,5 +1,5 @@
 export { RequestRecord, keepResponseChunk, RESPONSE_KEEP_BYTES } from './record.js';
-export { toWire, batchHead } from './wire.js';
+export { recordUsage, toWire, batchHead } from './wire.js';
 export { extractUsage, hasTokenDelta } from './usage.js';
 export type { Usage } from './usage.js';
 export { Capture } from './capture.js';

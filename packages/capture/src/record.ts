@@ -9,6 +9,7 @@
  * hidden class.
  */
 import type { AttemptInfo, ContentPolicy, Dialect, StageName } from '@sightline/core';
+import type { Usage } from './usage.js';
 
 export class RequestRecord {
   /** Per-instance request number, from 1: lets readers tell a gap from a quiet minute. */
@@ -96,6 +97,8 @@ export class RequestRecord {
    */
   responseChunks: Buffer[] | null = null;
   responseKept = 0;
+  /** The usage read from the kept response, once it was read (wire.ts recordUsage). */
+  usage: Usage | null = null;
 
   // Attribution (issue 11), read from the body and headers the route handler already has.
   endUser = '';

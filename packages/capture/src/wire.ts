@@ -6,14 +6,25 @@
  */
 import type { WireRecord } from '@sightline/core';
 import type { RequestRecord } from './record.js';
-import { extractUsage } from './usage.js';
+import { extractUsage, type Usage } from './usage.js';
 import { contentOf, type ContentOptions } from './content.js';
 
 /** The record to publish for a finished request: its fields, and the usage read from its response. */
-export function toWire(r: RequestRecord, content?: ContentOptions): WireRecord {
+/**
+ * The usage of a finished request, read once from its kept response (and kept on the record:
+ * budgets settle with it, capture publishes it). A stream cut short counts what was seen: at
+ * least one output token per delta received.
+ */
+export function recordUsage(r: RequestRecord): Usage {
+  if (r.usage !== null) return r.usage;
   const u = extractUsage(r.responseChunks, r.stream);
-  // A stream cut short counts what was seen: at least one output token per delta received.
   if (r.partial && r.stream && u.deltas > u.outputTokens) u.outputTokens = u.deltas;
+  r.usage = u;
+  return u;
+}
+
+export function toWire(r: RequestRecord, content?: ContentOptions): WireRecord {
+  const u = recordUsage(r);
   return {
     seq: r.seq,
     traceId: r.traceId,

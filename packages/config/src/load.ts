@@ -176,7 +176,7 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
   r.known(root, '', ['gateway', 'query', 'providers', 'routes', 'capture', 'breaker', 'pricing', 'pricing_defaults', 'cache']);
 
   const gw = r.obj(root.gateway, 'gateway');
-  r.known(gw, 'gateway', ['host', 'port', 'body_limit', 'team_header', 'h2c_port', 'upstream_body_limit', 'sse_event_limit', 'json_depth_limit']);
+  r.known(gw, 'gateway', ['host', 'port', 'body_limit', 'team_header', 'h2c_port', 'upstream_body_limit', 'sse_event_limit', 'json_depth_limit', 'default_max_tokens']);
   const q = r.obj(root.query, 'query');
   r.known(q, 'query', ['host', 'port']);
 
@@ -300,6 +300,7 @@ export function parseConfig(text: string, file: string, opts: LoadOptions = {}):
       upstreamBodyLimitBytes: r.bytes(gw.upstream_body_limit, 'gateway.upstream_body_limit', 8 * 1024 * 1024),
       sseEventLimitBytes: r.bytes(gw.sse_event_limit, 'gateway.sse_event_limit', 1024 * 1024),
       jsonDepthLimit: r.int(gw.json_depth_limit, 'gateway.json_depth_limit', 128, 8, 10_000),
+      defaultMaxTokens: r.int(gw.default_max_tokens, 'gateway.default_max_tokens', 4096, 1, 1_000_000),
       h2cPort: gw.h2c_port === undefined || gw.h2c_port === null || gw.h2c_port === '' ? null : nullIfEmpty(r.str(gw.h2c_port, 'gateway.h2c_port'), (s) => r.int(s, 'gateway.h2c_port', 0, 0, 65535)),
     },
     query: {

@@ -159,6 +159,12 @@ export interface Config {
      * client's dialect (translating or re-encoding deeper JSON would exhaust the stack). Default 128.
      */
     jsonDepthLimit: number;
+    /**
+     * Output tokens a request may use when it sets no bound and a budget or a token limit
+     * applies: injected as its max tokens, so the reservation is an upper bound (issue 12).
+     * Default 4096.
+     */
+    defaultMaxTokens: number;
     /** Port of an extra HTTP/2 cleartext (prior knowledge) listener; null: none. Default null. */
     h2cPort: number | null;
   };
