@@ -186,7 +186,7 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
   app.get('/healthz', async () =>
     directory === null
       ? { ok: true, instance, authentication: 'off', warning: 'authentication is off (SIGHTLINE_ADMIN_TOKEN is not set): anyone who can reach this port sends requests on the configured provider keys' }
-      : { ok: true, instance, authentication: 'on', directory: directory.status() },
+      : { ok: true, instance, authentication: 'on', directory: directory.status(), limits: core.governor?.status() ?? null, cache: core.cache?.status() ?? null },
   );
   app.get('/metrics', async (_req, reply) => {
     reply.header('content-type', 'text/plain; version=0.0.4');
@@ -308,10 +308,14 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
   function admitThen(governor: Governor, a: Admission, rec: RequestRecord, then: (v: Admitted | Refused) => void): void {
     const v = governor.admit(a, Date.now());
     if (v.ok !== 'wait') return then(v);
+    // A lease is on its way. Other requests may take it first: ask again, waiting again if
+    // need be, and let the team's policy decide only when waiting no longer helps.
+    let rounds = 0;
     const again = (): void => {
       if (rec.aborted) return;
-      // mayWait false: decided now (with the lease that arrived, or by the team's policy).
-      then(governor.admit(a, Date.now(), false) as Admitted | Refused);
+      const w = governor.admit(a, Date.now(), ++rounds < 64);
+      if (w.ok !== 'wait') return then(w);
+      w.ready.then(again, again);
     };
     v.ready.then(again, again);
   }

@@ -361,7 +361,8 @@ test('a batch written twice (redelivered after a write whose acknowledgement was
   await publish(b, `${b.instance}/${b.batch}/again`);
   await waitFor('second write', async () => (await gw.ledgerRows()) === 2);
   const spans = (final: boolean) => count(final ? sql`SELECT count() AS n FROM ${table('sightline', 'spans')} FINAL WHERE instance = ${gw.instance}` : sql`SELECT count() AS n FROM ${table('sightline', 'spans')} WHERE instance = ${gw.instance}`);
-  assert.equal(await spans(false), 2 * 3 * 4, 'both writes are stored');
+  // Both writes happened (two ledger rows); ClickHouse may already have merged the copies.
+  assert.ok((await spans(false)) >= 3 * 4);
   // A request refused in parse has a root and three stage spans: 3 requests, 12 spans, once.
   assert.equal(await spans(true), 3 * 4, 'the duplicate spans collapse: their ids are the same');
   assert.equal(await gw.requests(), 3);

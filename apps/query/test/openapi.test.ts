@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { ChdbStore, migrate, type Store } from '@sightline/store';
 import { buildQueryServer } from '@sightline/app-query';
 import { KeyHasher, MemoryDirectory } from '@sightline/directory';
+import { MemoryGovernor } from '@sightline/controls';
 import type { FastifyInstance } from 'fastify';
 import { checked, newAjv, type Checked, type OpenApiDoc } from './checked.js';
 
@@ -32,6 +33,7 @@ const OPERATIONS = [
   'get /v1/admin/teams',
   'get /v1/admin/teams/{team}',
   'put /v1/admin/teams/{team}',
+  'get /v1/budget',
   'get /v1/requests',
   'get /v1/requests/{traceId}',
   'post /v1/metrics',
@@ -51,7 +53,7 @@ before(async () => {
   store = await ChdbStore.open({ path: dir });
   await migrate(store);
   const directory = new MemoryDirectory({ hasher: new KeyHasher('a-server-secret-of-enough-bytes') });
-  app = buildQueryServer({ store, auth: { adminToken: ADMIN, directory } });
+  app = buildQueryServer({ store, auth: { adminToken: ADMIN, directory }, governor: new MemoryGovernor({}) });
   admin = await checked(app, { headers: { authorization: `Bearer ${ADMIN}` } });
   doc = admin.doc;
 });
@@ -120,7 +122,8 @@ test('every route answers as documented, admin endpoints and errors included', a
   await r('/healthz', 200);
   await r('/metrics', 200);
   await r('/v1/whoami', 200);
-  const created = (await r({ method: 'POST', url: '/v1/admin/keys', payload: { team: 'alpha', name: 'ci', scopes: ['read', 'gateway'], models: ['gpt-*'], expires_at: null } }, 201)).json() as { id: string; key: string };
+  const created = (await r({ method: 'POST', url: '/v1/admin/keys', payload: { team: 'alpha', name: 'ci', scopes: ['read', 'gateway'], models: ['gpt-*'], expires_at: null, limits: { requests_per_minute: 5 }, budget: { usd: 1, period: 'day' } } }, 201)).json() as { id: string; key: string };
+  assert.equal(((await r('/v1/budget', 200)).json() as { data: unknown[] }).data.length, 2, 'requests per minute and the budget');
   await r({ method: 'POST', url: '/v1/admin/keys', payload: { team: 'alpha', name: 'ci', scopes: ['admin'] } }, 400);
   await r('/v1/admin/keys?team=alpha', 200);
   await r(`/v1/admin/keys/${created.id}`, 200);
