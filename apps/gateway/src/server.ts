@@ -17,7 +17,7 @@ import type { GatewayLogger } from './log.js';
 import type { Directory } from '@sightline/directory';
 import type { CachedResponse, ResponseCache } from '@sightline/cache';
 import { CacheFill, cacheDirectives, requestCacheKey } from './cache.js';
-import type { Admission, Admitted, Governor, Refused } from '@sightline/controls';
+import { DEFAULT_UNAVAILABLE_POLICY, type Admission, type Admitted, type Governor, type Refused } from '@sightline/controls';
 import type { KeyRecord } from '@sightline/directory';
 import type { PriceOf } from '@sightline/config';
 import { RequestControls, budgetAdmission, clientMaxTokens, limitsAdmission, rateLimitHeaders, refusalError, type LimitsInput } from './controls.js';
@@ -272,7 +272,7 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
         teamBudget: settings?.budget ?? null,
         requestBytes: rec.requestBytes,
         maxOutput: 0,
-        policy: null,
+        policy: settings?.limits_when_unavailable === undefined ? null : { ...DEFAULT_UNAVAILABLE_POLICY, ...settings.limits_when_unavailable },
       };
       if (input.keyLimits !== null || input.teamLimits !== null || input.keyBudget !== null || input.teamBudget !== null) {
         const ctl = new RequestControls();

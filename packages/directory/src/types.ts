@@ -88,6 +88,12 @@ export interface TeamSettings {
   limits?: Limits;
   /** Budget shared by every key of the team. */
   budget?: Budget;
+  /**
+   * While the limits store (NATS) is unreachable and this process's leases are used up:
+   * `fail_open` admits, `fail_closed` refuses (docs/governance.md). Default: rate limits
+   * open, budgets closed.
+   */
+  limits_when_unavailable?: { limits?: 'fail_open' | 'fail_closed'; budget?: 'fail_open' | 'fail_closed' };
 }
 
 export interface TeamRecord {

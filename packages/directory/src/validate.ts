@@ -87,7 +87,7 @@ export function parseBudget(v: unknown, field: string): Budget | null {
 
 export function parseTeamSettings(body: unknown): TeamSettings {
   if (!isObject(body)) invalid('body', 'must be a JSON object of team settings');
-  known(body, ['description', 'content_capture', 'limits', 'budget'], '');
+  known(body, ['description', 'content_capture', 'limits', 'budget', 'limits_when_unavailable'], '');
   const out: TeamSettings = {};
   if (body.description !== undefined && body.description !== null) {
     if (typeof body.description !== 'string' || body.description.length > 1000) invalid('description', 'must be a string of at most 1000 characters');
@@ -101,6 +101,19 @@ export function parseTeamSettings(body: unknown): TeamSettings {
   if (limits !== null) out.limits = limits;
   const budget = parseBudget(body.budget, 'budget');
   if (budget !== null) out.budget = budget;
+  const w = body.limits_when_unavailable;
+  if (w !== undefined && w !== null) {
+    if (!isObject(w)) invalid('limits_when_unavailable', 'must be an object such as {"limits":"fail_open","budget":"fail_closed"}');
+    known(w, ['limits', 'budget'], 'limits_when_unavailable');
+    const mode = (v: unknown, f: string): 'fail_open' | 'fail_closed' | undefined => {
+      if (v === undefined || v === null) return undefined;
+      if (v !== 'fail_open' && v !== 'fail_closed') invalid(f, 'must be fail_open or fail_closed');
+      return v;
+    };
+    const limits = mode(w.limits, 'limits_when_unavailable.limits');
+    const budgetMode = mode(w.budget, 'limits_when_unavailable.budget');
+    out.limits_when_unavailable = { ...(limits === undefined ? {} : { limits }), ...(budgetMode === undefined ? {} : { budget: budgetMode }) };
+  }
   return out;
 }
 

@@ -219,6 +219,7 @@ export function registerAdminRoutes(app: FastifyInstance, directory: Directory |
           content_capture: { type: ['string', 'null'], description: '`full`, `redacted` or `none` (docs/api.md, "Content")' },
           limits: { type: ['object', 'null'], description: 'Rate limits shared by every key of the team' },
           budget: { type: ['object', 'null'], description: 'Budget shared by every key of the team' },
+          limits_when_unavailable: { type: ['object', 'null'], description: '`{"limits":"fail_open"|"fail_closed","budget":…}` while the limits store is unreachable (docs/governance.md)' },
         },
       },
       response: { 200: TEAM, ...ERRORS },
