@@ -2,6 +2,7 @@
  * `GET /metrics` in Prometheus text format (https://prometheus.io/docs/instrumenting/exposition_formats/).
  * Counters are plain numbers updated when a request ends; the text is made on scrape.
  */
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { markDiffNs } from '@sightline/core';
 import type { CaptureSink, RequestRecord } from '@sightline/capture';
 import type { Breaker } from './breaker.js';
@@ -38,11 +39,24 @@ export class Metrics {
   readonly #total = new Histogram();
   readonly #gateway = new Histogram();
   aborted = 0;
+  /**
+   * How late the event loop runs (issue 15): a request that arrives while the loop is busy
+   * waits that long before the gateway even sees it. Sampled every 10 ms by libuv's timer
+   * (perf_hooks.monitorEventLoopDelay); reported as quantiles since start.
+   */
+  readonly #loopDelay: IntervalHistogram = monitorEventLoopDelay({ resolution: 10 });
 
   constructor(
     readonly capture: CaptureSink | null,
     readonly breakers: readonly Breaker[] = [],
-  ) {}
+  ) {
+    this.#loopDelay.enable();
+  }
+
+  /** Stops the event-loop sampling (at shutdown). */
+  close(): void {
+    this.#loopDelay.disable();
+  }
 
   observe(r: RequestRecord): void {
     const cls = r.status === 0 ? 'unknown' : `${Math.floor(r.status / 100)}xx`;
@@ -63,6 +77,11 @@ export class Metrics {
     out += `# HELP sightline_gateway_requests_aborted_total Requests whose client went away first.\n# TYPE sightline_gateway_requests_aborted_total counter\nsightline_gateway_requests_aborted_total ${this.aborted}\n`;
     out += this.#total.render('sightline_gateway_request_duration_seconds', 'Time from request headers to the end of the response.');
     out += this.#gateway.render('sightline_gateway_own_duration_seconds', 'Request time minus time waiting on the provider.');
+    const d = this.#loopDelay;
+    out += '# HELP sightline_gateway_event_loop_delay_seconds How late the event loop ran timers since start (sampled every 10 ms), by quantile.\n# TYPE sightline_gateway_event_loop_delay_seconds summary\n';
+    for (const q of [0.5, 0.9, 0.99, 0.999]) out += `sightline_gateway_event_loop_delay_seconds{quantile="${q}"} ${d.percentile(q * 100) / 1e9}\n`;
+    out += `sightline_gateway_event_loop_delay_seconds_count ${d.count}\n`;
+    out += `# HELP sightline_gateway_event_loop_delay_max_seconds Longest event-loop delay seen since start.\n# TYPE sightline_gateway_event_loop_delay_max_seconds gauge\nsightline_gateway_event_loop_delay_max_seconds ${d.max / 1e9}\n`;
     if (this.breakers.length > 0) {
       out += '# HELP sightline_gateway_breaker_open Whether a target\'s circuit breaker is open (1) or half-open (0.5).\n# TYPE sightline_gateway_breaker_open gauge\n';
       for (const b of this.breakers) out += `sightline_gateway_breaker_open{target="${b.name}"} ${b.state === 'open' ? 1 : b.state === 'half-open' ? 0.5 : 0}\n`;

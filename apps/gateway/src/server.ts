@@ -79,6 +79,7 @@ export class GatewayCore {
   }
 
   async close(): Promise<void> {
+    this.metrics.close();
     await Promise.all([...this.upstreams.values()].map((u) => u.pool.close()));
   }
 }

@@ -125,6 +125,9 @@ test('a 500 with a 1 GiB body: the client gets an upstream_error in its dialect,
   assert.equal(spans.find((s) => s.status_code === 'ERROR' && stageNames.includes(s.name))?.name, 'upstream.stream');
   const metrics = await (await fetch(`${gw.url}/metrics`)).text();
   assert.match(metrics, /sightline_gateway_errors_total\{type="upstream_error"\} [1-9]/);
+  // The event loop's delay is sampled (issue 15): a number, and samples were taken.
+  assert.match(metrics, /sightline_gateway_event_loop_delay_seconds\{quantile="0.99"\} \d/);
+  assert.ok(Number(/sightline_gateway_event_loop_delay_seconds_count (\d+)/.exec(metrics)?.[1]) > 0);
 });
 
 test('an SSE line that never ends: the stream ends with an error in the client\'s dialect, memory stays flat', async () => {
