@@ -34,8 +34,10 @@ export interface DatasetReport {
     stageSpans: number;
     dataDirBytes: number;
     tables: TableSize[];
-    /** Null when the run reused a loaded directory (`--reuse`): see that load's report. */
+    /** How the data directory was loaded (by this run, or by the earlier one it reuses). */
     load: (LoadResult & { rollups: RollupResult }) | null;
+    /** True: measured a directory an earlier `--keep` run loaded (`--reuse`). */
+    reused: boolean;
   };
   scenarios: ScenarioResult[];
   paging: PagingResult[];
@@ -62,7 +64,7 @@ export function markdown(r: DatasetReport): string {
   if (d.load !== null) {
     const l = d.load;
     out.push(
-      `- load: migrations ${secs(l.migrateMs)}; generation ${secs(l.generateTotalMs)} in ${l.chunks} chunks (requests ${secs(l.generateMs.requests ?? 0)}, root spans ${secs(l.generateMs.roots ?? 0)}, stage spans with stage_spans ${secs(l.generateMs.stages ?? 0)}, attempt spans ${secs(l.generateMs.attempts ?? 0)}); merges settled after ${secs(l.mergeWaitMs)}`,
+      `- load${d.reused ? ' (by the earlier run whose data directory this run measured again)' : ''}: migrations ${secs(l.migrateMs)}; generation ${secs(l.generateTotalMs)} in ${l.chunks} chunks (requests ${secs(l.generateMs.requests ?? 0)}, root spans ${secs(l.generateMs.roots ?? 0)}, stage spans with stage_spans ${secs(l.generateMs.stages ?? 0)}, attempt spans ${secs(l.generateMs.attempts ?? 0)}); merges settled after ${secs(l.mergeWaitMs)}`,
     );
     out.push(
       `- rollups (the ingester's \`Rollup.reconcile()\`): ${secs(l.rollups.reconcileMs)} for ${l.rollups.requestDays} days of requests and ${l.rollups.stageDays} of stages; merges settled after ${secs(l.rollups.mergeWaitMs)}. One live round at this size: a minute of every minute rollup ${l.rollups.minuteMs} ms, with its hour and day ${l.rollups.minuteWithHourAndDayMs} ms`,
@@ -71,7 +73,7 @@ export function markdown(r: DatasetReport): string {
   out.push('', '| table | rows | parts | on disk | uncompressed |', '|---|---:|---:|---:|---:|');
   for (const t of d.tables) out.push(`| ${t.table} | ${n(t.rows)} | ${t.parts} | ${size(t.bytesOnDisk)} | ${size(t.uncompressedBytes)} |`);
   out.push('', '## Queries', '');
-  out.push('Each request sent through the query API (`buildQueryServer`, `app.inject`, authentication on, default read limits) ' + `${r.scenarios[0]?.runsMs.length ?? 0} times; milliseconds from inject to the parsed answer. "ClickHouse" is the server time of the request's statements (system.query_log, median run) and the rows they read.`, '');
+  out.push('Each request sent through the query API (`buildQueryServer`, `app.inject`, authentication on, default read limits) ' + `${r.scenarios[0]?.runsMs.length ?? 0} times; milliseconds from inject to the parsed answer. "ClickHouse ms" and "rows read": the server time of a request's statements, summed, and the rows they read (system.query_log, mean per request).`, '');
   out.push('| query | caller | median ms | max ms | target | met | answer | statements | ClickHouse ms | rows read |', '|---|---|---:|---:|---:|---|---|---:|---:|---:|');
   for (const s of r.scenarios) {
     const p = s.profile;

@@ -24,7 +24,7 @@ function binary(): string {
 
 /** Debian's users file with `log_queries` on in the default profile; null if its shape is not recognised. */
 export function usersWithQueryLog(text: string): string | null {
-  const m = /<profiles>\s*<default>/.exec(text);
+  const m = /<profiles>(?:\s|<!--[\s\S]*?-->)*<default>/.exec(text);
   if (m === null) return null;
   const at = m.index + m[0].length;
   return `${text.slice(0, at)}\n            <log_queries>1</log_queries>${text.slice(at)}`;
