@@ -125,7 +125,7 @@ async function runWorker(): Promise<void> {
   // Limits and budgets of keys and teams: enforced with authentication on (keys carry them).
   const governor = auth === null ? null : new NatsGovernor({ url: natsUrl, log });
   await governor?.ready;
-  const gw = await startGateway({ config, publisher, instance, captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', log, directory: auth?.directory ?? null, cache, governor });
+  const gw = await startGateway({ config, publisher, instance, captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', log, directory: auth?.directory ?? null, cache, governor, contentThread: process.env.SIGHTLINE_CONTENT_THREAD !== '0' });
   log(`listening on ${gw.url} (instance ${instance}, config ${config.file})`);
   if (cluster.isWorker) process.send?.({ type: 'sightline-ready' } satisfies ReadyMessage);
   void publisher.ready.then(() => log(`connected to NATS at ${redactUrlCredentials(natsUrl)}`));

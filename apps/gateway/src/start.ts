@@ -8,6 +8,7 @@ import type { BusPublisher } from '@sightline/bus';
 import type { Config } from '@sightline/config';
 import { buildGateway, GatewayCore } from './server.js';
 import { stderrLogger, type GatewayLogger } from './log.js';
+import { ContentWorker } from './content-worker.js';
 import type { Directory } from '@sightline/directory';
 import { redactSecrets } from '@sightline/redact';
 import type { ResponseCache } from '@sightline/cache';
@@ -38,6 +39,8 @@ export interface StartGatewayOptions {
   cache?: ResponseCache | null;
   /** Rate limits and budgets of keys and teams (docs/governance.md); absent or null: not enforced. */
   governor?: Governor | null;
+  /** Prepare captured content in a worker thread (default true; SIGHTLINE_CONTENT_THREAD=0 in main.ts turns it off). */
+  contentThread?: boolean;
 }
 
 export interface GatewayHandle {
@@ -64,6 +67,8 @@ export async function startGateway(opts: StartGatewayOptions): Promise<GatewayHa
   let capture: CaptureSink | null = null;
   const spoolDir = opts.config.capture.spoolDir;
   if (enabled && spoolDir !== null) Spool.claim(spoolDir);
+  // Content is prepared in a worker thread unless told otherwise (SIGHTLINE_CONTENT_THREAD=0).
+  const contentWorker = enabled && opts.config.capture.content !== 'none' || enabled && opts.directory != null ? (opts.contentThread === false ? null : new ContentWorker(log)) : null;
   if (enabled) {
     if (opts.publisher === undefined) throw new Error('startGateway needs a publisher when capture is on');
     capture = new Capture({
@@ -76,6 +81,7 @@ export async function startGateway(opts: StartGatewayOptions): Promise<GatewayHa
       // Content leaves the gateway with its secrets replaced (issue 11): the bus and the
       // spool never hold a key in clear. Personal data is the ingester's to replace.
       content: { maxBytes: opts.config.capture.contentMaxBytes, keepBase64: opts.config.capture.contentKeepBase64, redactSecrets },
+      ...(contentWorker === null ? {} : { contentPreparer: contentWorker }),
     });
   }
   const core = new GatewayCore(opts.config, capture, opts.instance, opts.logger ?? stderrLogger(opts.instance), opts.directory ?? null, opts.cache ?? null, opts.governor ?? null);
@@ -106,6 +112,7 @@ export async function startGateway(opts: StartGatewayOptions): Promise<GatewayHa
           if (left > 0) log(`capture: ${left} requests were not published before the shutdown deadline`);
         }
         await opts.publisher?.close();
+        await contentWorker?.close();
         if (spoolDir !== null) Spool.release(spoolDir);
       })();
       return closing;

@@ -119,15 +119,39 @@ function merge(into: Record<string, number>, counts: Record<string, number>): vo
 }
 
 /**
+ * What content is made of, as plain data: what a record holds, or a copy of it sent to a
+ * worker thread (ContentJob) so the work is done off the thread that serves requests.
+ */
+export interface ContentInput {
+  policy: 'full' | 'redacted';
+  requestBody: Uint8Array | null;
+  contentOut: readonly (Uint8Array | string)[] | null;
+  contentOutKept: number;
+  contentOutBytes: number;
+}
+
+/** The record's content input, or null (policy `none`). */
+export function contentInputOf(rec: RequestRecord): ContentInput | null {
+  if (rec.contentPolicy === 'none') return null;
+  return { policy: rec.contentPolicy, requestBody: rec.requestBody, contentOut: rec.contentOut, contentOutKept: rec.contentOutKept, contentOutBytes: rec.contentOutBytes };
+}
+
+/**
  * The record's content as it travels, or null (policy `none`). Runs after the response;
  * costs a scan and a decode of at most 2 × maxBytes, plus the secret scan.
  */
 export function contentOf(rec: RequestRecord, opts: ContentOptions): WireContent | null {
-  if (rec.contentPolicy === 'none') return null;
+  const input = contentInputOf(rec);
+  return input === null ? null : contentFrom(input, opts);
+}
+
+const asBuffer = (b: Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+
+export function contentFrom(rec: ContentInput, opts: ContentOptions): WireContent {
   const redactions: Record<string, number> = {};
   let request = '';
   let requestTruncated = false;
-  const body = rec.requestBody;
+  const body = rec.requestBody === null ? null : asBuffer(rec.requestBody);
   if (body !== null && body.length > 0) {
     const bytes = opts.keepBase64 ? body : placeholderBase64(body).bytes;
     requestTruncated = bytes.length > opts.maxBytes;
@@ -139,7 +163,7 @@ export function contentOf(rec: RequestRecord, opts: ContentOptions): WireContent
   const out = rec.contentOut;
   if (out !== null) {
     let text = '';
-    for (const c of out) text += typeof c === 'string' ? c : c.toString('utf8');
+    for (const c of out) text += typeof c === 'string' ? c : asBuffer(c).toString('utf8');
     const responseCut = rec.contentOutKept > opts.maxBytes;
     if (responseCut) text = Buffer.from(text).subarray(0, opts.maxBytes).toString('utf8');
     const r = opts.redactSecrets(text);
@@ -147,7 +171,7 @@ export function contentOf(rec: RequestRecord, opts: ContentOptions): WireContent
     merge(redactions, r.counts);
   }
   return {
-    policy: rec.contentPolicy,
+    policy: rec.policy,
     request,
     requestBytes: body?.length ?? 0,
     requestTruncated,
@@ -156,4 +180,42 @@ export function contentOf(rec: RequestRecord, opts: ContentOptions): WireContent
     responseTruncated: rec.contentOutBytes > opts.maxBytes,
     redactions,
   };
+}
+
+/**
+ * Prepares content off the serving thread (a worker thread in the gateway): gets a copy of a
+ * record's content input and answers the serialised WireContent (JSON text) and its UTF-8 size.
+ * Rejects when it cannot (the capture then prepares it in this thread).
+ */
+export interface ContentPreparer {
+  prepare(input: ContentInput, maxBytes: number, keepBase64: boolean): Promise<{ json: string; bytes: number }>;
+  /** Jobs sent and not answered yet. */
+  readonly pending: number;
+  close(): Promise<void>;
+}
+
+/**
+ * A copy of the input that owns its bytes, for a worker thread: the request body and the kept
+ * output each become one fresh buffer (transferable without copying again). Two memcpys; no
+ * decoding, scanning or redaction on this thread.
+ */
+export function detachedInput(input: ContentInput, maxOut: number): { input: ContentInput; transfer: ArrayBuffer[] } {
+  const body = input.requestBody === null ? null : Uint8Array.prototype.slice.call(input.requestBody);
+  let out: Uint8Array[] | null = null;
+  if (input.contentOut !== null) {
+    const parts = input.contentOut.map((c) => (typeof c === 'string' ? Buffer.from(c) : c));
+    const joined = new Uint8Array(Math.min(maxOut + 4, parts.reduce((n, p) => n + p.length, 0)));
+    let at = 0;
+    for (const p of parts) {
+      if (at >= joined.length) break;
+      const n = Math.min(p.length, joined.length - at);
+      joined.set(n === p.length ? p : p.subarray(0, n), at);
+      at += n;
+    }
+    out = [joined];
+  }
+  const transfer: ArrayBuffer[] = [];
+  if (body !== null) transfer.push(body.buffer as ArrayBuffer);
+  if (out !== null) transfer.push(out[0]!.buffer as ArrayBuffer);
+  return { input: { ...input, requestBody: body, contentOut: out }, transfer };
 }

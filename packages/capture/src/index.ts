@@ -6,5 +6,5 @@ export { Capture } from './capture.js';
 export type { CaptureOptions } from './capture.js';
 export type { CaptureSink, CaptureStats } from './sink.js';
 export { Spool } from './spool.js';
-export { keepContent, contentOf, placeholderBase64 } from './content.js';
-export type { ContentOptions, SecretRedactor } from './content.js';
+export { keepContent, contentFrom, contentInputOf, contentOf, detachedInput, placeholderBase64 } from './content.js';
+export type { ContentInput, ContentOptions, ContentPreparer, SecretRedactor } from './content.js';

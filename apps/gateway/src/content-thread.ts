@@ -1,0 +1,40 @@
+/**
+ * The content worker thread (content-worker.ts): prepares captured content — long base64
+ * replaced, both sides cut at the bound and decoded, secrets replaced, serialised — away from
+ * the thread that serves requests. Pure work; no I/O.
+ */
+import { parentPort } from 'node:worker_threads';
+import { contentFrom, type ContentInput } from '@sightline/capture';
+import { redactSecrets } from '@sightline/redact';
+
+/** Under NATS's default max_payload with room for the rest of the record (capture.ts MAX_RECORD_BYTES). */
+const MAX_CONTENT_BYTES = 900 * 1024;
+
+export interface ContentJobMessage {
+  id: number;
+  input: ContentInput;
+  maxBytes: number;
+  keepBase64: boolean;
+}
+
+export type ContentJobAnswer = { id: number; json: string; bytes: number } | { id: number; error: string };
+
+function prepare(m: ContentJobMessage): { json: string; bytes: number } {
+  // Content escaped to many times its size is cut harder, so the record still fits a NATS message.
+  for (const maxBytes of [m.maxBytes, Math.floor(m.maxBytes / 4), Math.floor(m.maxBytes / 16)]) {
+    const json = JSON.stringify(contentFrom(m.input, { maxBytes, keepBase64: m.keepBase64, redactSecrets }));
+    const bytes = Buffer.byteLength(json);
+    if (bytes <= MAX_CONTENT_BYTES) return { json, bytes };
+  }
+  return { json: 'null', bytes: 4 };
+}
+
+parentPort?.on('message', (m: ContentJobMessage) => {
+  let answer: ContentJobAnswer;
+  try {
+    answer = { id: m.id, ...prepare(m) };
+  } catch (e) {
+    answer = { id: m.id, error: e instanceof Error ? e.message : String(e) };
+  }
+  parentPort!.postMessage(answer);
+});

@@ -1,0 +1,81 @@
+/**
+ * Content preparation in a worker thread (issue 15): a 64 KiB prompt costs the capture path
+ * hundreds of microseconds of scanning and serialising, which on the serving thread would
+ * delay the requests queued behind it. The serving thread copies the bytes (two memcpys) and
+ * posts them; the worker answers the content's JSON. If the worker dies, jobs fail and the
+ * capture prepares them itself (capture.ts); a new worker is started for later jobs.
+ */
+import { Worker } from 'node:worker_threads';
+import type { ContentInput, ContentPreparer } from '@sightline/capture';
+import type { ContentJobAnswer, ContentJobMessage } from './content-thread.js';
+
+interface Waiting {
+  resolve: (r: { json: string; bytes: number }) => void;
+  reject: (e: Error) => void;
+}
+
+/** The worker's entry: the compiled .js, or under tsx a bootstrap that loads the .ts source. */
+const ENTRY = new URL(import.meta.url.endsWith('.ts') ? './content-thread-dev.mjs' : './content-thread.js', import.meta.url);
+
+export class ContentWorker implements ContentPreparer {
+  #worker: Worker | null = null;
+  #nextId = 0;
+  readonly #waiting = new Map<number, Waiting>();
+  #closed = false;
+
+  constructor(readonly log: (msg: string) => void = () => {}) {}
+
+  get pending(): number {
+    return this.#waiting.size;
+  }
+
+  #start(): Worker {
+    // The worker inherits this process's flags (`--import tsx` in development).
+    const w = new Worker(ENTRY);
+    w.unref();
+    w.on('message', (a: ContentJobAnswer) => {
+      const job = this.#waiting.get(a.id);
+      if (job === undefined) return;
+      this.#waiting.delete(a.id);
+      if ('error' in a) job.reject(new Error(`content worker: ${a.error}`));
+      else job.resolve(a);
+    });
+    const fail = (e: unknown): void => {
+      if (this.#worker === w) this.#worker = null;
+      const err = e instanceof Error ? e : new Error(`content worker stopped (${String(e)})`);
+      if (!this.#closed) this.log(`content worker: ${err.message}; preparing content in the serving thread until it is back`);
+      for (const job of this.#waiting.values()) job.reject(err);
+      this.#waiting.clear();
+    };
+    w.on('error', fail);
+    w.on('exit', (code) => fail(new Error(`content worker exited with code ${code}`)));
+    this.#worker = w;
+    return w;
+  }
+
+  prepare(input: ContentInput, maxBytes: number, keepBase64: boolean): Promise<{ json: string; bytes: number }> {
+    if (this.#closed) return Promise.reject(new Error('content worker closed'));
+    const w = this.#worker ?? this.#start();
+    const id = ++this.#nextId;
+    return new Promise((resolve, reject) => {
+      this.#waiting.set(id, { resolve, reject });
+      const transfer: ArrayBuffer[] = [];
+      if (input.requestBody !== null) transfer.push(input.requestBody.buffer as ArrayBuffer);
+      for (const c of input.contentOut ?? []) if (typeof c !== 'string') transfer.push(c.buffer as ArrayBuffer);
+      const m: ContentJobMessage = { id, input, maxBytes, keepBase64 };
+      try {
+        w.postMessage(m, transfer);
+      } catch (e) {
+        this.#waiting.delete(id);
+        reject(e as Error);
+      }
+    });
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    const w = this.#worker;
+    this.#worker = null;
+    if (w !== null) await w.terminate();
+  }
+}
