@@ -92,6 +92,9 @@ after(async () => {
 });
 
 test('requests_per_minute 60 across two gateways with two workers each: 240 requests in both dialects, exactly 60 served in the minute, the rest 429', async (t) => {
+  // Fail closed: a lease round slowed past its timeout by a loaded machine refuses rather
+  // than admitting without a lease (the default for rate limits is fail open: docs/governance.md).
+  assert.equal((await admin('PUT', '/v1/admin/teams/rpm', { limits_when_unavailable: { limits: 'fail_closed' } })).status, 200);
   const { key } = await createKey('rpm', { limits: { requests_per_minute: 60 } });
   await roomInMinute(40_000);
   const window = Math.floor(Date.now() / 60_000);
