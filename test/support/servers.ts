@@ -106,6 +106,8 @@ abstract class ServerProcess {
 
 export class NatsServer extends ServerProcess {
   port = 0;
+  /** HTTP monitoring port (`-m`: /healthz, /varz), when started with `monitor`; else 0. */
+  monitorPort = 0;
   /** Client credentials the server requires (`--user`/`--pass`); none by default. */
   auth: { user: string; pass: string } | null = null;
   /** The client URL, with the credentials when the server requires them. */
@@ -113,9 +115,10 @@ export class NatsServer extends ServerProcess {
     return `nats://${this.auth === null ? '' : `${this.auth.user}:${this.auth.pass}@`}127.0.0.1:${this.port}`;
   }
 
-  static async start(auth: { user: string; pass: string } | null = null): Promise<NatsServer> {
+  static async start(auth: { user: string; pass: string } | null = null, opts: { monitor?: boolean } = {}): Promise<NatsServer> {
     const s = new NatsServer('sightline-nats-');
     s.port = await freePort();
+    if (opts.monitor === true) s.monitorPort = await freePort();
     s.auth = auth;
     await s.start();
     return s;
@@ -125,7 +128,8 @@ export class NatsServer extends ServerProcess {
   async start(): Promise<void> {
     const bin = findBinary('nats-server');
     const auth = this.auth === null ? [] : ['--user', this.auth.user, '--pass', this.auth.pass];
-    this.spawnProcess(bin, ['-a', '127.0.0.1', '-p', String(this.port), '-js', '-sd', join(this.dir, 'js'), ...auth]);
+    const monitor = this.monitorPort === 0 ? [] : ['-m', String(this.monitorPort)];
+    this.spawnProcess(bin, ['-a', '127.0.0.1', '-p', String(this.port), '-js', '-sd', join(this.dir, 'js'), ...auth, ...monitor]);
     await waitFor(`nats-server on port ${this.port}`, () => {
       if (!this.running) throw new Error(`nats-server exited: ${this.output}`);
       return this.output.includes('Server is ready');
