@@ -96,7 +96,7 @@ test('fast and parsed paths together relay every event but the usage-only one, h
 });
 
 const LIMITS = { bodyBytes: 1000, sseEventBytes: 100, contentBytes: 1000 };
-const plan = (p: Partial<RelayPlan>): RelayPlan => ({ client: 'openai', sameDialect: true, stream: false, stripUsage: false, includeUsage: false, responseModel: 'm', ...p });
+const plan = (p: Partial<RelayPlan>): RelayPlan => ({ api: 'chat', client: 'openai', sameDialect: true, stream: false, stripUsage: false, includeUsage: false, responseModel: 'm', request: null, ...p });
 
 test('one function chooses the relay from the plan and the status', () => {
   assert.equal(chooseRelay(plan({}), 200, LIMITS), passthroughRelay);
