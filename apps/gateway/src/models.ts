@@ -64,6 +64,8 @@ export class ModelCatalogue {
   #listing: { byId: Map<string, ListedModel>; all: ListedModel[] } | null = null;
   #timer: NodeJS.Timeout | null = null;
   #closed = false;
+  /** Aborts the fetches in flight at close. */
+  readonly #stop = new AbortController();
   #refreshMs = 600_000;
   #timeoutMs = 5_000;
   #maxBytes = 4 * 1024 * 1024;
@@ -89,14 +91,23 @@ export class ModelCatalogue {
     this.#maxModels = opts.maxModels ?? this.#maxModels;
     this.#log = opts.log ?? this.#log;
     await this.refresh();
+    this.#schedule();
+  }
+
+  /** The next refresh, `refreshMs` after the last one ended: rounds never overlap. */
+  #schedule(): void {
     if (this.#closed || this.#refreshMs <= 0) return;
-    this.#timer = setInterval(() => void this.refresh(), this.#refreshMs);
+    this.#timer = setTimeout(() => {
+      this.#timer = null;
+      void this.refresh().then(() => this.#schedule());
+    }, this.#refreshMs);
     this.#timer.unref();
   }
 
   close(): void {
     this.#closed = true;
-    if (this.#timer !== null) clearInterval(this.#timer);
+    this.#stop.abort();
+    if (this.#timer !== null) clearTimeout(this.#timer);
     this.#timer = null;
   }
 
@@ -170,7 +181,7 @@ export class ModelCatalogue {
   }
 
   async #fetch(up: Upstream): Promise<Map<string, ProviderModel>> {
-    const deadline = AbortSignal.timeout(this.#timeoutMs);
+    const deadline = AbortSignal.any([AbortSignal.timeout(this.#timeoutMs), this.#stop.signal]);
     const headers: Record<string, string> = { ...up.baseHeaders, accept: 'application/json' };
     delete headers['content-type'];
     const out = new Map<string, ProviderModel>();
