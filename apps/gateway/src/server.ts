@@ -103,6 +103,8 @@ export class GatewayCore {
 const JSON_HEADERS = { 'content-type': 'application/json' } as const;
 /** The body of a request that has none (GET, DELETE). */
 const EMPTY_BODY = Buffer.alloc(0);
+/** The captured `route` of `GET` and `DELETE /v1/responses/{id}`. */
+const STORED_RESPONSE_ROUTE = '/v1/responses/{id}';
 
 function dialectOfUrl(url: string): Dialect {
   return url.startsWith('/v1/messages') ? 'anthropic' : 'openai';
@@ -244,6 +246,8 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     // Counting tokens and reading or deleting a stored response spend none: a stored
     // response repeats the usage of the request that made it, which must not count twice.
     if (api === 'response' || api === 'count_tokens') rec.usage = NO_USAGE;
+    // The route template, as OpenTelemetry's `http.route` means it: one value for every id.
+    if (api === 'response') rec.route = STORED_RESPONSE_ROUTE;
     rec.tParsed = now();
 
     // auth: with keys, the caller's key decides the team, the scope and the models; without,
