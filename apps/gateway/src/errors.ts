@@ -57,6 +57,7 @@ const KINDS: Record<GatewayErrorCode, ErrorKind> = {
   body_too_large: { status: 413, openai: 'invalid_request_error', anthropic: 'request_too_large', stage: 'ingress.read' },
   unsupported_media_type: { status: 415, openai: 'invalid_request_error', anthropic: 'invalid_request_error', stage: 'ingress.read' },
   model_not_found: { status: 404, openai: 'invalid_request_error', anthropic: 'not_found_error', stage: 'route' },
+  // The model's route has no provider that serves this endpoint (embeddings, stored responses: OpenAI-API providers only).
   unsupported_route: { status: 400, openai: 'invalid_request_error', anthropic: 'invalid_request_error', stage: 'route' },
   route_not_found: { status: 404, openai: 'invalid_request_error', anthropic: 'not_found_error', stage: null },
   upstream_unreachable: { status: 502, openai: 'api_error', anthropic: 'api_error', stage: 'upstream.connect' },
@@ -126,9 +127,14 @@ export function errorHeaders(err: GatewayError): Record<string, string> | null {
  * status line is gone, so the error travels as an event the official SDKs raise.
  * Anthropic: an `error` event (https://docs.anthropic.com/en/api/messages-streaming#error-events).
  * OpenAI: a `data:` line holding `{"error":{…}}`, which the openai SDKs raise as an APIError.
+ * OpenAI Responses API (`responsesApi`): an `error` event.
  */
-export function streamErrorEvent(err: GatewayError, dialect: Dialect): string {
+export function streamErrorEvent(err: GatewayError, dialect: Dialect, responsesApi = false): string {
   const k = KINDS[err.code];
+  // Responses API streams are typed events; theirs is `error` with the code at the top
+  // (https://platform.openai.com/docs/api-reference/responses-streaming/error), which the
+  // openai SDKs raise as an APIError. No sequence number: the gateway did not count the events.
+  if (responsesApi) return `event: error\ndata: ${JSON.stringify({ type: 'error', code: err.code, message: err.message, param: err.param })}\n\n`;
   if (dialect === 'anthropic') return `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: k.anthropic, message: err.message } })}\n\n`;
   return `data: ${JSON.stringify({ error: { message: err.message, type: k.openai, param: err.param, code: err.code } })}\n\n`;
 }

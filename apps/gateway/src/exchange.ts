@@ -33,9 +33,12 @@ export interface ClientResponse {
 
 /** What a request to one target consists of: built by the route handler per target. */
 export interface PreparedRequest {
+  /** `POST`, but for reading (`GET`) or deleting (`DELETE`) a stored response. */
+  method: 'POST' | 'GET' | 'DELETE';
   path: string;
   headers: Record<string, string>;
-  body: Buffer;
+  /** null: no body (GET, DELETE). */
+  body: Buffer | null;
   /** What the response needs; the relay itself is chosen when the status is known. */
   relay: RelayPlan;
   upstreamModel: string;
@@ -171,7 +174,7 @@ export class Exchange implements AttemptOwner {
     rec.upstreamHost = target.upstream.config.origin;
     const attempt = new UpstreamAttempt(this);
     this.#attempt = attempt;
-    target.upstream.pool.dispatch({ path: prepared.path, method: 'POST', headers: prepared.headers, body: prepared.body }, attempt);
+    target.upstream.pool.dispatch({ path: prepared.path, method: prepared.method, headers: prepared.headers, body: prepared.body }, attempt);
   }
 
   attemptConnected(a: UpstreamAttempt): void {
@@ -300,7 +303,7 @@ export class Exchange implements AttemptOwner {
     rec.errorMessage = err.message;
     rec.tEnd = now();
     if (rec.tFirstWrite === 0) rec.tFirstWrite = rec.tEnd;
-    const last = streamErrorEvent(err, rec.dialect);
+    const last = streamErrorEvent(err, rec.dialect, this.#plan!.api === 'responses');
     keepContent(rec, last, this.limits.contentBytes);
     this.res.end(last);
   }

@@ -5,6 +5,7 @@
  *   GATEWAY_PORT         listening port (through the shipped file's ${GATEWAY_PORT})
  *   GATEWAY_WORKERS      processes serving the port (node:cluster); default 1, `auto` = one per core
  *   SIGHTLINE_SPOOL_DIR  capture spool (default ./data/spool; one subdirectory per worker)
+ *   SIGHTLINE_MODELS_REFRESH_MS  how often the providers' model lists are read again (default 600000; 0: only at start)
  *   SIGHTLINE_BENCH_CAPTURE_OFF=1  benchmark-only: serve without capture
  */
 import cluster from 'node:cluster';
@@ -12,7 +13,7 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, loadConfigFromEnv } from '@sightline/config';
 import { ResilientNatsPublisher } from '@sightline/bus';
-import { dataDir, instanceId, onShutdown, redactUrlCredentials } from '@sightline/core';
+import { dataDir, envInt, instanceId, onShutdown, redactUrlCredentials } from '@sightline/core';
 import { authFromEnv } from '@sightline/directory';
 import { NatsResponseCache } from '@sightline/cache';
 import { NatsGovernor } from '@sightline/controls';
@@ -125,7 +126,9 @@ async function runWorker(): Promise<void> {
   // Limits and budgets of keys and teams: enforced with authentication on (keys carry them).
   const governor = auth === null ? null : new NatsGovernor({ url: natsUrl, log });
   await governor?.ready;
-  const gw = await startGateway({ config, publisher, instance, captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', log, directory: auth?.directory ?? null, cache, governor, contentThread: process.env.SIGHTLINE_CONTENT_THREAD !== '0' });
+  const modelsRefreshMs = envInt('SIGHTLINE_MODELS_REFRESH_MS', 600_000);
+  if (modelsRefreshMs < 0) throw new Error(`SIGHTLINE_MODELS_REFRESH_MS must be 0 or more, got ${modelsRefreshMs}`);
+  const gw = await startGateway({ config, publisher, instance, captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', log, directory: auth?.directory ?? null, cache, governor, models: { refreshMs: modelsRefreshMs }, contentThread: process.env.SIGHTLINE_CONTENT_THREAD !== '0' });
   log(`listening on ${gw.url} (instance ${instance}, config ${config.file})`);
   if (cluster.isWorker) process.send?.({ type: 'sightline-ready' } satisfies ReadyMessage);
   void publisher.ready.then(() => log(`connected to NATS at ${redactUrlCredentials(natsUrl)}`));

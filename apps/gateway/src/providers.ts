@@ -76,6 +76,10 @@ export class Upstream {
   readonly pool: ClientFreeList | PoolDispatcher;
   readonly dialect: Dialect;
   readonly #path: string;
+  /** Where the provider's API lives: the base path (OpenAI API), with `/v1` for Anthropic's. */
+  readonly #apiBase: string;
+  /** Azure's `?api-version=…`; '' for other types. */
+  readonly #apiVersion: string;
   /** Headers for every request: content type, configured extras, configured key. */
   readonly baseHeaders: Record<string, string>;
 
@@ -101,7 +105,9 @@ export class Upstream {
     // share a few connections instead of one each. Plain HTTP/1.1 otherwise.
     this.pool = https && config.http2 ? new PoolDispatcher(new Pool(config.origin, { ...options, allowH2: true })) : new ClientFreeList(config.origin, options);
     const base = config.basePath;
-    if (config.type === 'anthropic') this.#path = base.endsWith('/v1') ? `${base}/messages` : `${base}/v1/messages`;
+    this.#apiBase = config.type === 'anthropic' && !base.endsWith('/v1') ? `${base}/v1` : base;
+    this.#apiVersion = config.type === 'azure' ? `?api-version=${encodeURIComponent(config.apiVersion)}` : '';
+    if (config.type === 'anthropic') this.#path = `${this.#apiBase}/messages`;
     else this.#path = `${base}/chat/completions`;
     const h: Record<string, string> = { 'content-type': 'application/json', ...config.headers };
     if (config.apiKey !== '') {
@@ -119,6 +125,32 @@ export class Upstream {
       return `${this.config.basePath}/deployments/${encodeURIComponent(model)}/chat/completions?api-version=${encodeURIComponent(this.config.apiVersion)}`;
     }
     return this.#path;
+  }
+
+  /**
+   * Request path of the other endpoints (docs/api.md): `responses` and `embeddings` (OpenAI
+   * API; Azure puts an embeddings deployment in the path), `response` (a stored response by
+   * id, with the client's query string `query`, '' for none), `count_tokens` (Anthropic) and
+   * `models` (the provider's model list). Not on the chat path: built per request.
+   */
+  apiPath(endpoint: 'responses' | 'response' | 'embeddings' | 'count_tokens' | 'models', model: string, id = '', query = ''): string {
+    const base = this.#apiBase;
+    const v = this.#apiVersion;
+    switch (endpoint) {
+      case 'responses':
+        return `${base}/responses${v}`;
+      case 'response': {
+        const path = `${base}/responses/${encodeURIComponent(id)}`;
+        if (query === '') return `${path}${v}`;
+        return v === '' ? `${path}?${query}` : `${path}${v}&${query}`;
+      }
+      case 'embeddings':
+        return this.config.type === 'azure' ? `${base}/deployments/${encodeURIComponent(model)}/embeddings${v}` : `${base}/embeddings`;
+      case 'count_tokens':
+        return `${base}/messages/count_tokens`;
+      case 'models':
+        return `${base}/models${v}`;
+    }
   }
 
   /**

@@ -10,6 +10,8 @@
  * - translated JSON: the whole body is needed to translate it, so it is held and written
  *   at the end.
  * - translated stream: each upstream event is translated and written as it arrives.
+ * - the same two for an OpenAI Responses API client of an Anthropic provider: the Messages
+ *   answer becomes a response object, its stream the Responses API's typed events.
  * - errors (status ≥ 400): held, scrubbed of secrets (same dialect) or translated (other
  *   dialect), and written at the end.
  *
@@ -21,6 +23,8 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import {
   AnthropicStreamToOpenAI,
+  AnthropicStreamToResponses,
+  anthropicResponseToResponses,
   OpenAIStreamToAnthropic,
   SseParser,
   TranslationError,
@@ -33,9 +37,12 @@ import {
   openaiResponseToAnthropic,
   type AnthropicMessage,
   type OpenAIChatCompletion,
+  type ResponsesRequest,
+  type SseEvent,
 } from '@sightline/translate';
 import type { Dialect } from '@sightline/core';
 import { valueAfterKey } from '@sightline/core';
+import type { ClientApi } from './apis.js';
 
 export interface Relay {
   /**
@@ -225,23 +232,63 @@ export class JsonTranslateRelay implements Relay {
   }
 }
 
-/** A stream from a provider of the other dialect, translated event by event. */
+/** An Anthropic Messages answer for an OpenAI Responses API client: one response object. */
+export class ResponsesJsonRelay implements Relay {
+  readonly holds = true;
+  readonly #body: HeldBody;
+
+  constructor(
+    readonly responseModel: string,
+    /** The client's request: the response object repeats its settings, as OpenAI's does. */
+    readonly request: ResponsesRequest,
+    limit: number,
+  ) {
+    this.#body = new HeldBody(limit);
+  }
+
+  head(status: number, headers: OutgoingHttpHeaders): { status: number; headers: OutgoingHttpHeaders } {
+    return { status, headers: jsonHeaders(headers) };
+  }
+
+  data(chunk: Buffer): null {
+    this.#body.push(chunk);
+    return null;
+  }
+
+  end(): string {
+    const body = parseJson(this.#body.text());
+    return JSON.stringify(anthropicResponseToResponses(body as AnthropicMessage, { responseModel: this.responseModel, createdAt: Math.floor(Date.now() / 1000), request: this.request }));
+  }
+}
+
+/** What turns one provider stream event into the client's events (packages/translate). */
+interface StreamTranslator {
+  push(ev: SseEvent): string;
+  end(): string;
+}
+
+/** A stream from a provider of the other dialect (or API), translated event by event. */
 export class StreamTranslateRelay implements Relay {
   readonly holds = false;
   readonly #parser: SseParser;
-  readonly #translator: AnthropicStreamToOpenAI | OpenAIStreamToAnthropic;
+  readonly #translator: StreamTranslator;
 
   constructor(
     readonly client: Dialect,
     responseModel: string,
     includeUsage: boolean,
     maxEventBytes?: number,
+    /** An OpenAI Responses API client's request: its stream gets the Responses API's events. */
+    responses: ResponsesRequest | null = null,
   ) {
     this.#parser = new SseParser(maxEventBytes === undefined ? {} : { maxEventBytes });
+    const now = Math.floor(Date.now() / 1000);
     this.#translator =
-      client === 'openai'
-        ? new AnthropicStreamToOpenAI({ responseModel, created: Math.floor(Date.now() / 1000), includeUsage })
-        : new OpenAIStreamToAnthropic({ responseModel });
+      responses !== null
+        ? new AnthropicStreamToResponses({ responseModel, createdAt: now, request: responses })
+        : client === 'openai'
+          ? new AnthropicStreamToOpenAI({ responseModel, created: now, includeUsage })
+          : new OpenAIStreamToAnthropic({ responseModel });
   }
 
   head(status: number, headers: OutgoingHttpHeaders): { status: number; headers: OutgoingHttpHeaders } {
@@ -266,6 +313,8 @@ export class StreamTranslateRelay implements Relay {
 
 /** What a request's response needs from its relay; made per upstream attempt by the route handler. */
 export interface RelayPlan {
+  /** The client's API (the Responses API has its own answers; the others go by `client`). */
+  api: ClientApi;
   /** The client's dialect. */
   client: Dialect;
   /** Whether the provider speaks the client's dialect. */
@@ -277,6 +326,8 @@ export interface RelayPlan {
   includeUsage: boolean;
   /** The model name the client sees in a translated response. */
   responseModel: string;
+  /** A translated Responses API request as the client sent it (its answer repeats its settings); else null. */
+  request: ResponsesRequest | null;
 }
 
 /**
@@ -294,6 +345,12 @@ export interface RelayLimits {
 export function chooseRelay(plan: RelayPlan, status: number, limits: RelayLimits): Relay {
   if (status >= 400) return plan.sameDialect ? new ScrubErrorRelay(limits.bodyBytes) : new ErrorTranslateRelay(plan.client, limits.bodyBytes);
   if (plan.sameDialect) return plan.stripUsage ? new UsageStripRelay(limits.sseEventBytes) : passthroughRelay;
+  const request = plan.request;
+  if (plan.api === 'responses' && request !== null) {
+    return plan.stream
+      ? new StreamTranslateRelay(plan.client, plan.responseModel, false, limits.sseEventBytes, request)
+      : new ResponsesJsonRelay(plan.responseModel, request, limits.bodyBytes);
+  }
   return plan.stream
     ? new StreamTranslateRelay(plan.client, plan.responseModel, plan.includeUsage, limits.sseEventBytes)
     : new JsonTranslateRelay(plan.client, plan.responseModel, limits.bodyBytes);

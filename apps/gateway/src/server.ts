@@ -10,7 +10,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { now, newTraceId, newSpanId, parseTraceparent, type Dialect } from '@sightline/core';
-import { RequestRecord, keepContent, recordUsage, type CaptureSink } from '@sightline/capture';
+import { NO_USAGE, RequestRecord, keepContent, recordUsage, type CaptureSink } from '@sightline/capture';
 import { Router, costUsd, priceLookup, type Config } from '@sightline/config';
 import { GatewayError, errorBody, errorHeaders } from './errors.js';
 import type { GatewayLogger } from './log.js';
@@ -22,6 +22,9 @@ import type { KeyRecord } from '@sightline/directory';
 import type { PriceOf } from '@sightline/config';
 import { RequestControls, budgetAdmission, clientMaxTokens, limitsAdmission, rateLimitHeaders, refusalError, type LimitsInput } from './controls.js';
 import { one, prepareRoutes, targetOrder, Upstream, type PreparedRoute, type Target } from './providers.js';
+import { dialectOfApi, generates, spends, type ClientApi } from './apis.js';
+import { estimateInputTokens } from './count-tokens.js';
+import { ModelCatalogue, type ListedModel } from './models.js';
 import { Exchange, type ClientResponse, type PreparedRequest } from './exchange.js';
 import type { RelayLimits, RelayPlan } from './relay.js';
 import {
@@ -29,13 +32,15 @@ import {
   clientRequestedUsage,
   isTranslationError,
   openaiRequestToAnthropic,
+  responsesRequestToAnthropic,
   withStreamUsage,
   withStreamUsageBytes,
   type AnthropicMessagesRequest,
   type OpenAIChatRequest,
+  type ResponsesRequest,
 } from '@sightline/translate';
 import { Metrics } from './metrics.js';
-import { validateAnthropic, validateOpenAI } from './validate.js';
+import { validateAnthropic, validateCountTokens, validateEmbeddings, validateOpenAI, validateResponses } from './validate.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -55,6 +60,14 @@ export class GatewayCore {
   readonly limits: RelayLimits;
   /** Prices of the models clients ask for (budgets). */
   readonly priceOf: PriceOf;
+  /** The providers' model lists (`GET /v1/models`); read and refreshed once started (startGateway). */
+  readonly models: ModelCatalogue;
+  /**
+   * Where `GET` and `DELETE /v1/responses/{id}` go without `?model=`: the first route (in file
+   * order) with a target that speaks the OpenAI API, and its first `match` entry (a key's
+   * model globs must allow it). null: no route has one.
+   */
+  readonly storedResponses: { route: PreparedRoute; pattern: string } | null;
   seq = 0;
 
   constructor(
@@ -74,17 +87,25 @@ export class GatewayCore {
     this.router = new Router(config.routes);
     for (const p of config.providers.values()) this.upstreams.set(p.name, new Upstream(p, directory === null));
     this.routes = prepareRoutes(config.routes, this.upstreams, config.breaker);
+    this.models = new ModelCatalogue(this.router, this.upstreams);
+    const stored = [...this.routes.values()].find((r) => r.targets.some((t) => t.upstream.dialect === 'openai'));
+    this.storedResponses = stored === undefined ? null : { route: stored, pattern: stored.config.match[0] ?? '' };
     this.metrics = new Metrics(capture, [...this.routes.values()].flatMap((r) => r.targets.map((t) => t.breaker)));
     this.limits = { bodyBytes: config.gateway.upstreamBodyLimitBytes, sseEventBytes: config.gateway.sseEventLimitBytes, contentBytes: config.capture.contentMaxBytes };
   }
 
   async close(): Promise<void> {
     this.metrics.close();
+    this.models.close();
     await Promise.all([...this.upstreams.values()].map((u) => u.pool.close()));
   }
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json' } as const;
+/** The body of a request that has none (GET, DELETE). */
+const EMPTY_BODY = Buffer.alloc(0);
+/** The captured `route` of `GET` and `DELETE /v1/responses/{id}`. */
+const STORED_RESPONSE_ROUTE = '/v1/responses/{id}';
 
 function dialectOfUrl(url: string): Dialect {
   return url.startsWith('/v1/messages') ? 'anthropic' : 'openai';
@@ -194,48 +215,40 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     return metrics.render();
   });
 
-  app.get('/v1/models', async (req, reply) => {
-    let ids = core.router.exactModels();
-    if (directory !== null) {
-      // Listing models is a gateway request too: it takes a key, and shows what the key may use.
-      const check = directory.check(callerKey(req.headers), 'gateway', Date.now());
-      const dialect = one(req.headers['anthropic-version']) !== undefined ? 'anthropic' : 'openai';
-      if (!check.ok) {
-        const err = new GatewayError(check.reason === 'scope' ? 'permission_denied' : 'invalid_api_key', check.message);
-        return reply.code(err.status).headers(JSON_HEADERS).send(errorBody(err, dialect));
-      }
-      ids = ids.filter((id) => directory.modelAllowed(check.key, id));
-    }
-    if (one(req.headers['anthropic-version']) !== undefined) {
-      const data = ids.map((id) => ({ type: 'model', id, display_name: id, created_at: '1970-01-01T00:00:00Z' }));
-      return { data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
-    }
-    return {
-      object: 'list',
-      data: ids.map((id) => ({ id, object: 'model', created: 0, owned_by: core.router.match(id)?.route.targets[0]?.provider.name ?? 'sightline' })),
-    };
-  });
+  app.get('/v1/models', (req, reply) => serveModels(req, reply, null));
+  app.get('/v1/models/*', (req, reply) => serveModels(req, reply, (req.params as { '*': string })['*']));
 
-  app.post('/v1/chat/completions', (req, reply) => handle(req, reply, 'openai'));
-  app.post('/v1/messages', (req, reply) => handle(req, reply, 'anthropic'));
+  app.post('/v1/chat/completions', (req, reply) => handle(req, reply, 'chat'));
+  app.post('/v1/messages', (req, reply) => handle(req, reply, 'messages'));
+  app.post('/v1/responses', (req, reply) => handle(req, reply, 'responses'));
+  app.get('/v1/responses/:id', (req, reply) => handle(req, reply, 'response'));
+  app.delete('/v1/responses/:id', (req, reply) => handle(req, reply, 'response'));
+  app.post('/v1/embeddings', (req, reply) => handle(req, reply, 'embeddings'));
+  app.post('/v1/messages/count_tokens', (req, reply) => handle(req, reply, 'count_tokens'));
 
   return app;
 
-  function handle(req: FastifyRequest, reply: FastifyReply, dialect: Dialect): void {
+  function handle(req: FastifyRequest, reply: FastifyReply, api: ClientApi): void {
     const rec = req.sl!;
     const raw = req.body as Buffer | undefined;
     if (rec.tBody === 0) rec.tBody = now(); // no body at all
+    const dialect = dialectOfApi(api);
 
     // parse
     let body: Record<string, unknown>;
     try {
-      body = dialect === 'openai' ? validateOpenAI(raw, jsonDepthLimit) : validateAnthropic(raw, jsonDepthLimit);
+      body = parse(api, raw, req);
     } catch (e) {
       return sendError(req, reply, e as GatewayError);
     }
     rec.model = body.model as string;
     rec.stream = body.stream === true;
     attribute(rec, body, req.headers);
+    // Counting tokens and reading or deleting a stored response spend none: a stored
+    // response repeats the usage of the request that made it, which must not count twice.
+    if (api === 'response' || api === 'count_tokens') rec.usage = NO_USAGE;
+    // The route template, as OpenTelemetry's `http.route` means it: one value for every id.
+    if (api === 'response') rec.route = STORED_RESPONSE_ROUTE;
     rec.tParsed = now();
 
     // auth: with keys, the caller's key decides the team, the scope and the models; without,
@@ -252,7 +265,15 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
       rec.keyId = key.id;
       rec.contentPolicy = directory.team(key.team)?.settings.content_capture ?? contentDefault;
       if (!directory.modelAllowed(key, rec.model)) {
-        return sendError(req, reply, new GatewayError('permission_denied', `The API key ${key.hint} (${key.id}) may not use the model \`${rec.model}\` (allowed: ${key.models.join(', ')}).`, 'model'));
+        // A stored response read without `?model=` goes to the default route: its first pattern must be allowed.
+        const byDefault = api === 'response' && rec.model === '';
+        const pattern = core.storedResponses?.pattern ?? '';
+        if (!byDefault) {
+          return sendError(req, reply, new GatewayError('permission_denied', `The API key ${key.hint} (${key.id}) may not use the model \`${rec.model}\` (allowed: ${key.models.join(', ')}).`, 'model'));
+        }
+        if (pattern !== '' && !directory.modelAllowed(key, pattern)) {
+          return sendError(req, reply, new GatewayError('permission_denied', `The API key ${key.hint} (${key.id}) may not use the models \`${pattern}\` whose provider keeps responses (allowed: ${key.models.join(', ')}); name the model the response was made with: ?model=…`, 'model'));
+        }
       }
     } else {
       const team = one(req.headers[teamHeader]);
@@ -278,11 +299,13 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
       if (input.keyLimits !== null || input.teamLimits !== null || input.keyBudget !== null || input.teamBudget !== null) {
         const ctl = new RequestControls();
         req.controls = ctl;
-        const own = clientMaxTokens(body);
-        input.maxOutput = own > 0 ? own : defaultMaxTokens;
+        // Embeddings, token counts and stored responses have no output tokens: their bound is 0.
+        const gen = generates(api);
+        const own = gen ? clientMaxTokens(body) : 0;
+        input.maxOutput = !gen ? 0 : own > 0 ? own : defaultMaxTokens;
         ctl.maxOutput = input.maxOutput;
         // Without the client's bound the output could be unbounded: cap it, so the reservation is an upper bound.
-        ctl.injectMaxTokens = own === 0 && (input.keyBudget !== null || input.teamBudget !== null || input.keyLimits?.tokens_per_minute !== undefined || input.teamLimits?.tokens_per_minute !== undefined);
+        ctl.injectMaxTokens = gen && own === 0 && (input.keyBudget !== null || input.teamBudget !== null || input.keyLimits?.tokens_per_minute !== undefined || input.teamLimits?.tokens_per_minute !== undefined);
         if (input.keyLimits !== null || input.teamLimits !== null) {
           return admitThen(governor, limitsAdmission(input), rec, (v) => {
             if (v.ok === false) {
@@ -292,13 +315,34 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
             ctl.limits = v.ticket;
             ctl.headers = rateLimitHeaders(v.ticket.headers, Date.now());
             rec.tLimits = now();
-            routeStage(req, reply, dialect, body, raw!, ctl, input);
+            routeStage(req, reply, api, dialect, body, raw ?? EMPTY_BODY, ctl, input);
           });
         }
-        return routeStage(req, reply, dialect, body, raw!, ctl, input);
+        return routeStage(req, reply, api, dialect, body, raw ?? EMPTY_BODY, ctl, input);
       }
     }
-    routeStage(req, reply, dialect, body, raw!, null, null);
+    routeStage(req, reply, api, dialect, body, raw ?? EMPTY_BODY, null, null);
+  }
+
+  /** The body of a request of this API, validated (`parse` stage); for a stored response, its `?model=`. */
+  function parse(api: ClientApi, raw: Buffer | undefined, req: FastifyRequest): Record<string, unknown> {
+    switch (api) {
+      case 'chat':
+        return validateOpenAI(raw, jsonDepthLimit);
+      case 'messages':
+        return validateAnthropic(raw, jsonDepthLimit);
+      case 'responses':
+        return validateResponses(raw, jsonDepthLimit);
+      case 'embeddings':
+        return validateEmbeddings(raw, jsonDepthLimit);
+      case 'count_tokens':
+        return validateCountTokens(raw, jsonDepthLimit);
+      case 'response': {
+        const q = req.query as Record<string, unknown>;
+        const model = typeof q.model === 'string' ? q.model : '';
+        return { model: model.length > 256 ? model.slice(0, 256) : model, stream: q.stream === 'true' };
+      }
+    }
   }
 
   /**
@@ -321,21 +365,46 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     v.ready.then(again, again);
   }
 
-  function routeStage(req: FastifyRequest, reply: FastifyReply, dialect: Dialect, body: Record<string, unknown>, raw: Buffer, ctl: RequestControls | null, input: LimitsInput | null): void {
+  function routeStage(req: FastifyRequest, reply: FastifyReply, api: ClientApi, dialect: Dialect, body: Record<string, unknown>, raw: Buffer, ctl: RequestControls | null, input: LimitsInput | null): void {
     const rec = req.sl!;
-    const match = core.router.match(rec.model);
-    if (match === null) {
-      const msg = `The model \`${rec.model}\` is not served by this gateway: no route matches it.`;
-      return sendError(req, reply, new GatewayError('model_not_found', msg, 'model'));
+    let route: PreparedRoute;
+    if (api === 'response' && rec.model === '') {
+      const stored = core.storedResponses;
+      if (stored === null) return sendError(req, reply, new GatewayError('unsupported_route', 'No route of this gateway sends requests to an OpenAI-API provider, so no provider keeps responses to read or delete.'));
+      route = stored.route;
+    } else {
+      const match = core.router.match(rec.model);
+      if (match === null) {
+        const msg = `The model \`${rec.model}\` is not served by this gateway: no route matches it.`;
+        return sendError(req, reply, new GatewayError('model_not_found', msg, 'model'));
+      }
+      route = core.routes.get(match.route)!;
     }
-    const route = core.routes.get(match.route)!;
-    const order = targetOrder(route, Math.random());
+    let order = targetOrder(route, Math.random());
+    if (api !== 'chat' && api !== 'messages' && api !== 'responses') {
+      // Endpoints only one API has: embeddings and stored responses are OpenAI's, token
+      // counting Anthropic's (an OpenAI-API route gets the gateway's estimate instead).
+      const want = api === 'count_tokens' ? 'anthropic' : 'openai';
+      const able = order.every((t) => t.upstream.dialect === want) ? order : order.filter((t) => t.upstream.dialect === want);
+      if (able.length === 0) {
+        if (api === 'count_tokens') {
+          rec.tRouted = now();
+          return answerEstimate(req, reply, body, ctl);
+        }
+        const names = order.map((t) => t.upstream.config.name).join(', ');
+        const what = api === 'embeddings' ? 'has no embeddings endpoint' : 'keeps no responses to read or delete';
+        const model = rec.model === '' ? 'the default route' : `the model \`${rec.model}\``;
+        return sendError(req, reply, new GatewayError('unsupported_route', `This gateway sends ${model} to provider ${names} (Anthropic Messages API), which ${what}.`, rec.model === '' ? null : 'model'));
+      }
+      order = able;
+    }
     rec.tRouted = now();
 
     // cache: a repeated request is answered from memory; a miss's answer is kept for the next.
+    // Not for stored responses: reading one must see it deleted.
     let fill: CacheFill | null = null;
     const cache = core.cache;
-    if (route.config.cacheTtlMs > 0 && cache !== null) {
+    if (route.config.cacheTtlMs > 0 && cache !== null && api !== 'response') {
       const directives = cacheDirectives(req.headers);
       const first = order[0]!;
       const key = requestCacheKey(rec.team, dialect, rec.route, first.upstream.config.name, first.model ?? rec.model, rec.stream, raw, req.headers);
@@ -346,25 +415,31 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
       reply.raw.setHeader('x-sightline-cache', 'miss');
     }
 
-    // budget: the request's upper-bound cost reserved from the key's and the team's budgets.
-    if (ctl !== null && input !== null && (input.keyBudget !== null || input.teamBudget !== null)) {
+    // budget: the request's upper-bound cost reserved from the key's and the team's budgets
+    // (embeddings: input only; token counts and stored responses cost nothing and reserve nothing).
+    if (ctl !== null && input !== null && (input.keyBudget !== null || input.teamBudget !== null) && spends(api)) {
       return admitThen(core.governor!, budgetAdmission(input, core.priceOf(rec.model)), rec, (v) => {
         if (v.ok === false) return sendError(req, reply, refusalError(v));
         ctl.budget = v.ticket;
         rec.tBudget = now();
-        upstreamStage(req, reply, dialect, body, raw, route, order, fill, ctl);
+        upstreamStage(req, reply, api, dialect, body, raw, route, order, fill, ctl);
       });
     }
-    upstreamStage(req, reply, dialect, body, raw, route, order, fill, ctl);
+    upstreamStage(req, reply, api, dialect, body, raw, route, order, fill, ctl);
   }
 
-  function upstreamStage(req: FastifyRequest, reply: FastifyReply, dialect: Dialect, body: Record<string, unknown>, raw: Buffer, route: PreparedRoute, order: Target[], fill: CacheFill | null, ctl: RequestControls | null): void {
+  function upstreamStage(req: FastifyRequest, reply: FastifyReply, api: ClientApi, dialect: Dialect, body: Record<string, unknown>, raw: Buffer, route: PreparedRoute, order: Target[], fill: CacheFill | null, ctl: RequestControls | null): void {
     const rec = req.sl!;
     // translate.request and the upstream attempts
     const traceparent = `00-${rec.traceId}-${rec.rootSpanId}-01`;
     const headers = req.headers;
     const maxTokens = ctl !== null && ctl.injectMaxTokens ? ctl.maxOutput : 0;
-    const prepare = (target: Target): PreparedRequest => prepareFor(target, dialect, body, raw, headers, traceparent, rec, maxTokens);
+    let prepare: (target: Target) => PreparedRequest;
+    if (api === 'chat' || api === 'messages') prepare = (target) => prepareFor(target, dialect, body, raw, headers, traceparent, rec, maxTokens);
+    else {
+      const stored = api === 'response' ? storedTarget(req) : null;
+      prepare = (target) => prepareApi(target, api, body, raw, headers, traceparent, rec, maxTokens, stored);
+    }
     reply.hijack();
     const res = reply.raw as unknown as ClientResponse;
     if (ctl !== null && ctl.headers !== null) for (const h in ctl.headers) reply.raw.setHeader(h, ctl.headers[h]!);
@@ -373,6 +448,69 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     ex.ownRateLimitHeaders = ctl !== null && ctl.headers !== null;
     req.exchange = ex;
     ex.start();
+  }
+
+  /**
+   * `POST /v1/messages/count_tokens` for a route without an Anthropic provider: the gateway's
+   * estimate (count-tokens.ts), flagged by `x-sightline-token-count: estimate`. Nothing goes
+   * upstream: the upstream stages are marked absent (-1, as the optional stages are), and
+   * computing the answer is the `translate.request` stage.
+   */
+  function answerEstimate(req: FastifyRequest, reply: FastifyReply, body: Record<string, unknown>, ctl: RequestControls | null): void {
+    const rec = req.sl!;
+    const out = `{"input_tokens":${estimateInputTokens(body)}}`;
+    rec.tBuilt = now();
+    rec.tSent = -1;
+    rec.tFirstByte = -1;
+    rec.tLastByte = -1;
+    reply.hijack();
+    const res = reply.raw;
+    if (ctl !== null && ctl.headers !== null) for (const h in ctl.headers) res.setHeader(h, ctl.headers[h]!);
+    rec.status = 200;
+    rec.responseBytes = out.length;
+    keepContent(rec, out, contentMax);
+    rec.tFirstWrite = now();
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': out.length, 'x-sightline-token-count': 'estimate' });
+    rec.tEnd = now();
+    res.end(out);
+  }
+
+  /**
+   * `GET /v1/models` (id null) and `GET /v1/models/{id}`: the catalogue (models.ts) as the
+   * caller's key may see it, in Anthropic's shape for a client that sends `anthropic-version`,
+   * else in OpenAI's. Served from memory; not captured.
+   */
+  function serveModels(req: FastifyRequest, reply: FastifyReply, id: string | null): void {
+    const dialect: Dialect = one(req.headers['anthropic-version']) !== undefined ? 'anthropic' : 'openai';
+    let key: KeyRecord | null = null;
+    if (directory !== null) {
+      // Listing models is a gateway request too: it takes a key, and shows what the key may use.
+      const check = directory.check(callerKey(req.headers), 'gateway', Date.now());
+      if (!check.ok) {
+        const err = new GatewayError(check.reason === 'scope' ? 'permission_denied' : 'invalid_api_key', check.message);
+        void reply.code(err.status).headers(JSON_HEADERS).send(errorBody(err, dialect));
+        return;
+      }
+      key = check.key;
+    }
+    const visible = (m: ListedModel): boolean => key === null || directory!.modelAllowed(key, m.id);
+    if (id !== null) {
+      const m = core.models.lookup(id);
+      if (m === null || !visible(m)) {
+        const err = new GatewayError('model_not_found', `The model \`${id}\` does not exist or you do not have access to it.`, 'model');
+        void reply.code(err.status).headers(JSON_HEADERS).send(errorBody(err, dialect));
+        return;
+      }
+      void reply.code(200).headers(JSON_HEADERS).send(JSON.stringify(dialect === 'anthropic' ? anthropicModel(m) : openaiModel(m)));
+      return;
+    }
+    const list = key === null ? core.models.list() : core.models.list().filter(visible);
+    let out: unknown;
+    if (dialect === 'anthropic') {
+      const data = list.map(anthropicModel);
+      out = { data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
+    } else out = { object: 'list', data: list.map(openaiModel) };
+    void reply.code(200).headers(JSON_HEADERS).send(JSON.stringify(out));
   }
 
   /** A cache hit: the stored answer, byte for byte, with nothing sent upstream and no tokens spent. */
@@ -478,6 +616,34 @@ function settleControls(core: GatewayCore, rec: RequestRecord, ctl: RequestContr
   if (ctl.budget !== null) governor.settle(ctl.budget, { tokens, costUsd: cost }, nowMs);
 }
 
+/** A model in OpenAI's shape (https://platform.openai.com/docs/api-reference/models/object). */
+function openaiModel(m: ListedModel): { id: string; object: 'model'; created: number; owned_by: string } {
+  const created = m.created > 0 ? m.created : m.createdAt !== '' ? Math.max(0, Math.floor(Date.parse(m.createdAt) / 1000) || 0) : 0;
+  return { id: m.id, object: 'model', created, owned_by: m.ownedBy };
+}
+
+/** A model in Anthropic's shape (https://docs.anthropic.com/en/api/models). */
+function anthropicModel(m: ListedModel): { type: 'model'; id: string; display_name: string; created_at: string } {
+  const createdAt = m.createdAt !== '' ? m.createdAt : new Date(m.created * 1000).toISOString().replace('.000Z', 'Z');
+  return { type: 'model', id: m.id, display_name: m.displayName !== '' ? m.displayName : m.id, created_at: createdAt };
+}
+
+/** Where a stored-response request goes: its id, and the client's query string without `model` (the gateway's). */
+interface StoredTarget {
+  id: string;
+  query: string;
+}
+
+function storedTarget(req: FastifyRequest): StoredTarget {
+  const id = (req.params as { id: string }).id;
+  const url = req.raw.url ?? '';
+  const q = url.indexOf('?');
+  if (q === -1) return { id, query: '' };
+  const params = new URLSearchParams(url.slice(q + 1));
+  params.delete('model');
+  return { id, query: params.toString() };
+}
+
 /** JSON object bytes with `"field":value,` inserted as its first member (the object is not empty). */
 export function withFirstField(raw: Buffer, field: string, value: number): Buffer {
   const open = raw.indexOf(0x7b /* { */);
@@ -549,15 +715,15 @@ function prepareFor(
       // Usage is captured for every stream: ask for it, and take the extra chunk out again.
       // Without a model to rename or stream_options to merge into, the option is spliced
       // into the client's bytes rather than re-serialising the request.
-      const relay: RelayPlan = { client: dialect, sameDialect: true, stream: true, stripUsage: true, includeUsage: false, responseModel: upstreamModel };
+      const relay: RelayPlan = { api: dialect === 'openai' ? 'chat' : 'messages', client: dialect, sameDialect: true, stream: true, stripUsage: true, includeUsage: false, responseModel: upstreamModel, request: null };
       const spliced = rename || 'stream_options' in body ? null : withStreamUsageBytes(raw);
-      if (spliced !== null) return { path, headers, body: spliced, relay, upstreamModel };
+      if (spliced !== null) return { method: 'POST', path, headers, body: spliced, relay, upstreamModel };
       const { request } = withStreamUsage(body);
       const out = rename ? { ...request, model: upstreamModel } : request;
-      return { path, headers, body: Buffer.from(JSON.stringify(out)), relay, upstreamModel };
+      return { method: 'POST', path, headers, body: Buffer.from(JSON.stringify(out)), relay, upstreamModel };
     }
     const out = rename ? Buffer.from(JSON.stringify({ ...body, model: upstreamModel })) : raw;
-    return { path, headers, body: out, relay: { client: dialect, sameDialect: true, stream: rec.stream, stripUsage: false, includeUsage: false, responseModel: upstreamModel }, upstreamModel };
+    return { method: 'POST', path, headers, body: out, relay: { api: dialect === 'openai' ? 'chat' : 'messages', client: dialect, sameDialect: true, stream: rec.stream, stripUsage: false, includeUsage: false, responseModel: upstreamModel, request: null }, upstreamModel };
   }
   let translated: unknown;
   try {
@@ -569,6 +735,71 @@ function prepareFor(
     if (isTranslationError(e)) throw new GatewayError('translation_failed', e.message, e.param, { cause: e });
     throw e;
   }
-  const relay: RelayPlan = { client: dialect, sameDialect: false, stream: rec.stream, stripUsage: false, includeUsage: dialect === 'openai' && clientRequestedUsage(body), responseModel: upstreamModel };
-  return { path, headers, body: Buffer.from(JSON.stringify(translated)), relay, upstreamModel };
+  const relay: RelayPlan = { api: dialect === 'openai' ? 'chat' : 'messages', client: dialect, sameDialect: false, stream: rec.stream, stripUsage: false, includeUsage: dialect === 'openai' && clientRequestedUsage(body), responseModel: upstreamModel, request: null };
+  return { method: 'POST', path, headers, body: Buffer.from(JSON.stringify(translated)), relay, upstreamModel };
+}
+
+/**
+ * Builds the upstream request of the endpoints besides chat and messages (docs/api.md), for
+ * a target the route stage kept for it (routeStage: embeddings and stored responses go to
+ * OpenAI-API providers, token counts to Anthropic ones):
+ * - `responses`: the client's bytes to an OpenAI-API provider (re-encoded only to rename the
+ *   model or to add an output bound); translated to the Messages API for an Anthropic one.
+ * - `embeddings`, `count_tokens`: the client's bytes (the model renamed if the route says so;
+ *   Azure's embeddings deployment is in the path).
+ * - `response`: `GET` or `DELETE` of the stored response, with the client's query string.
+ */
+function prepareApi(
+  target: Target,
+  api: ClientApi,
+  body: Record<string, unknown>,
+  raw: Buffer,
+  clientHeaders: IncomingHttpHeaders,
+  traceparent: string,
+  rec: RequestRecord,
+  maxTokens: number,
+  stored: StoredTarget | null,
+): PreparedRequest {
+  const up = target.upstream;
+  const upstreamModel = target.model ?? rec.model;
+  const client = dialectOfApi(api);
+  const headers = up.headers(clientHeaders, client, traceparent);
+  const same = (responseModel: string): RelayPlan => ({ api, client, sameDialect: true, stream: rec.stream, stripUsage: false, includeUsage: false, responseModel, request: null });
+  const renamed = (): Buffer => (upstreamModel !== rec.model ? Buffer.from(JSON.stringify({ ...body, model: upstreamModel })) : raw);
+  switch (api) {
+    case 'response': {
+      const method = rec.method === 'DELETE' ? 'DELETE' : 'GET';
+      return { method, path: up.apiPath('response', upstreamModel, stored?.id ?? '', stored?.query ?? ''), headers, body: null, relay: same(upstreamModel), upstreamModel };
+    }
+    case 'embeddings': {
+      // Azure takes the deployment from the path; the body's model is left as the client sent it.
+      const out = up.config.type === 'azure' ? raw : renamed();
+      return { method: 'POST', path: up.apiPath('embeddings', upstreamModel), headers, body: out, relay: same(upstreamModel), upstreamModel };
+    }
+    case 'count_tokens':
+      return { method: 'POST', path: up.apiPath('count_tokens', upstreamModel), headers, body: renamed(), relay: same(upstreamModel), upstreamModel };
+    default:
+      break;
+  }
+  // responses
+  if (maxTokens > 0) {
+    // A budget or token limit needs an output bound the client did not set (controls.ts).
+    body = { ...body, max_output_tokens: maxTokens };
+    raw = withFirstField(raw, 'max_output_tokens', maxTokens);
+  }
+  if (up.dialect === 'openai') {
+    // Azure's Responses API takes the deployment as the body's model, so it is renamed too.
+    const out = upstreamModel !== rec.model ? Buffer.from(JSON.stringify({ ...body, model: upstreamModel })) : raw;
+    return { method: 'POST', path: up.apiPath('responses', upstreamModel), headers, body: out, relay: same(upstreamModel), upstreamModel };
+  }
+  const request = body as unknown as ResponsesRequest;
+  let translated: unknown;
+  try {
+    translated = responsesRequestToAnthropic(request, { model: upstreamModel });
+  } catch (e) {
+    if (isTranslationError(e)) throw new GatewayError('translation_failed', e.message, e.param, { cause: e });
+    throw e;
+  }
+  const relay: RelayPlan = { api, client, sameDialect: false, stream: rec.stream, stripUsage: false, includeUsage: false, responseModel: upstreamModel, request };
+  return { method: 'POST', path: up.path(upstreamModel), headers, body: Buffer.from(JSON.stringify(translated)), relay, upstreamModel };
 }

@@ -13,6 +13,7 @@ import type { Directory } from '@sightline/directory';
 import { redactSecrets } from '@sightline/redact';
 import type { ResponseCache } from '@sightline/cache';
 import type { Governor } from '@sightline/controls';
+import type { ModelCatalogueOptions } from './models.js';
 
 export interface StartGatewayOptions {
   config: Config;
@@ -41,6 +42,13 @@ export interface StartGatewayOptions {
   governor?: Governor | null;
   /** Prepare captured content in a worker thread (default true; SIGHTLINE_CONTENT_THREAD=0 in main.ts turns it off). */
   contentThread?: boolean;
+  /**
+   * The providers' model lists for `GET /v1/models` (models.ts): read once the gateway
+   * listens (startGateway returns after that first round, each provider bounded by
+   * `timeoutMs`), then every `refreshMs`. false: never read (only the routes' exact names are
+   * listed). Default: on, every 10 minutes, 5 s per provider; failures go to `log`.
+   */
+  models?: Omit<ModelCatalogueOptions, 'log'> | false;
 }
 
 export interface GatewayHandle {
@@ -94,6 +102,8 @@ export async function startGateway(opts: StartGatewayOptions): Promise<GatewayHa
     h2c = buildGateway(core, { http2: true });
     await h2c.listen({ port: h2cPort, host });
   }
+  // Already serving: a provider that is slow or down delays only the full model list.
+  if (opts.models !== false) await core.models.start({ ...opts.models, log });
   let closing: Promise<void> | null = null;
   return {
     app,

@@ -1,8 +1,8 @@
 /**
- * Request validation for the two dialects: only what the gateway relies on (model,
- * messages, stream flag, Anthropic's required max_tokens, a bounded nesting depth);
- * everything else is the provider's to judge. Failures are GatewayErrors with the
- * offending parameter.
+ * Request validation for every client API: only what the gateway relies on (model,
+ * messages or input, stream flag, Anthropic's required max_tokens, a bounded nesting
+ * depth); everything else is the provider's (or the translator's) to judge. Failures are
+ * GatewayErrors with the offending parameter.
  */
 import { GatewayError } from './errors.js';
 
@@ -70,12 +70,20 @@ function parseObject(raw: Buffer | undefined, hint: string, depthLimit: number):
   return parsed as Record<string, unknown>;
 }
 
-function common(body: Record<string, unknown>): void {
+function model(body: Record<string, unknown>): void {
   if (body.model === undefined) throw new GatewayError('invalid_request', 'Missing required parameter: `model`.', 'model');
   if (typeof body.model !== 'string' || body.model === '') throw new GatewayError('invalid_request', '`model` must be a non-empty string.', 'model');
+}
+
+function stream(body: Record<string, unknown>): void {
+  if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') throw new GatewayError('invalid_request', '`stream` must be a boolean.', 'stream');
+}
+
+function common(body: Record<string, unknown>): void {
+  model(body);
   if (body.messages === undefined) throw new GatewayError('invalid_request', 'Missing required parameter: `messages`.', 'messages');
   if (!Array.isArray(body.messages)) throw new GatewayError('invalid_request', '`messages` must be an array.', 'messages');
-  if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') throw new GatewayError('invalid_request', '`stream` must be a boolean.', 'stream');
+  stream(body);
 }
 
 export function validateOpenAI(raw: Buffer | undefined, depthLimit: number): Record<string, unknown> {
@@ -91,5 +99,36 @@ export function validateAnthropic(raw: Buffer | undefined, depthLimit: number): 
   if (typeof body.max_tokens !== 'number' || !Number.isInteger(body.max_tokens) || body.max_tokens < 1) {
     throw new GatewayError('invalid_request', 'max_tokens: must be a positive integer', 'max_tokens');
   }
+  return body;
+}
+
+/**
+ * `POST /v1/responses`: a model (the gateway routes by it; a stored prompt's own model is not
+ * looked up) and, when present, an `input` string or array of items.
+ */
+export function validateResponses(raw: Buffer | undefined, depthLimit: number): Record<string, unknown> {
+  const body = parseObject(raw, '`model` and `input`', depthLimit);
+  model(body);
+  const input = body.input;
+  if (input !== undefined && input !== null && typeof input !== 'string' && !Array.isArray(input)) {
+    throw new GatewayError('invalid_request', '`input` must be a string or an array of input items.', 'input');
+  }
+  stream(body);
+  return body;
+}
+
+/** `POST /v1/embeddings`: a model and an input (a string, an array of strings, a token array or an array of token arrays: the provider judges which). */
+export function validateEmbeddings(raw: Buffer | undefined, depthLimit: number): Record<string, unknown> {
+  const body = parseObject(raw, '`model` and `input`', depthLimit);
+  model(body);
+  if (body.input === undefined || body.input === null) throw new GatewayError('invalid_request', 'Missing required parameter: `input`.', 'input');
+  if (typeof body.input !== 'string' && !Array.isArray(body.input)) throw new GatewayError('invalid_request', '`input` must be a string or an array.', 'input');
+  return body;
+}
+
+/** `POST /v1/messages/count_tokens`: as a Messages request, without `max_tokens`. */
+export function validateCountTokens(raw: Buffer | undefined, depthLimit: number): Record<string, unknown> {
+  const body = parseObject(raw, '`model` and `messages`', depthLimit);
+  common(body);
   return body;
 }

@@ -1,7 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { isTranslationError } from '@sightline/translate';
-import { chooseRelay, ErrorTranslateRelay, JsonTranslateRelay, ScrubErrorRelay, StreamTranslateRelay, UsageStripRelay, passthroughRelay, type RelayPlan } from '../src/relay.js';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { anthropicResponseToResponses, isTranslationError, type AnthropicMessage, type ResponsesRequest } from '@sightline/translate';
+import { chooseRelay, ErrorTranslateRelay, JsonTranslateRelay, ResponsesJsonRelay, ScrubErrorRelay, StreamTranslateRelay, UsageStripRelay, passthroughRelay, type RelayPlan } from '../src/relay.js';
 
 test('provider error bodies relayed in the same dialect lose anything key-like', () => {
   const r = new ScrubErrorRelay(1024);
@@ -96,7 +98,7 @@ test('fast and parsed paths together relay every event but the usage-only one, h
 });
 
 const LIMITS = { bodyBytes: 1000, sseEventBytes: 100, contentBytes: 1000 };
-const plan = (p: Partial<RelayPlan>): RelayPlan => ({ client: 'openai', sameDialect: true, stream: false, stripUsage: false, includeUsage: false, responseModel: 'm', ...p });
+const plan = (p: Partial<RelayPlan>): RelayPlan => ({ api: 'chat', client: 'openai', sameDialect: true, stream: false, stripUsage: false, includeUsage: false, responseModel: 'm', request: null, ...p });
 
 test('one function chooses the relay from the plan and the status', () => {
   assert.equal(chooseRelay(plan({}), 200, LIMITS), passthroughRelay);
@@ -135,4 +137,63 @@ test('held bodies and parsed events are bounded: past the limit, data throws ups
   // Events within the bound, however many, pass.
   const ok = chooseRelay(plan({ stream: true, stripUsage: true }), 200, LIMITS);
   for (let i = 0; i < 1000; i++) ok.data(Buffer.from('data: {"choices":[],"usage":null}\n\n'));
+});
+
+// ---------------------------------------------------------------- Responses API client, Anthropic provider
+
+interface Golden {
+  options: { responseModel: string; request: Record<string, unknown> };
+  input: unknown;
+}
+const golden = (name: string): Golden => JSON.parse(readFileSync(fileURLToPath(new URL(`../../../packages/translate/test/golden/${name}`, import.meta.url)), 'utf8')) as Golden;
+/** `created_at` is the relay's clock: left out of comparisons. */
+const unclocked = (s: string) => s.replace(/"created_at":\d+/g, '"created_at":0');
+
+test('a Responses API client of an Anthropic provider: chosen by the plan, JSON held and translated whole', () => {
+  const g = golden('responses-response.json');
+  const p = plan({ api: 'responses', sameDialect: false, responseModel: g.options.responseModel, request: g.options.request as unknown as ResponsesRequest });
+  const r = chooseRelay(p, 200, { ...LIMITS, bodyBytes: 1 << 20 });
+  assert.ok(r instanceof ResponsesJsonRelay);
+  assert.equal(r.holds, true);
+  assert.equal(r.head(200, { 'content-type': 'application/json', 'content-length': '9' }).headers['content-length'], undefined);
+  const bytes = Buffer.from(JSON.stringify(g.input));
+  assert.equal(r.data(bytes.subarray(0, 10)), null);
+  assert.equal(r.data(bytes.subarray(10)), null);
+  const expected = JSON.stringify(anthropicResponseToResponses(g.input as AnthropicMessage, { responseModel: g.options.responseModel, createdAt: 0, request: g.options.request as unknown as ResponsesRequest }));
+  assert.equal(unclocked(String(r.end())), unclocked(expected));
+  // Errors from the provider are translated into the OpenAI error shape, as for chat.
+  assert.ok(chooseRelay(p, 400, LIMITS) instanceof ErrorTranslateRelay);
+  assert.ok(chooseRelay({ ...p, stream: true }, 529, LIMITS) instanceof ErrorTranslateRelay);
+});
+
+test('a Responses API stream from an Anthropic provider, cut anywhere (seeded), gives the same typed events as uncut', () => {
+  const g = golden('responses-stream-tools.json');
+  const events = g.input as { event: string; data: unknown }[];
+  const sse = Buffer.from(events.map((e) => `event: ${e.event}\ndata: ${JSON.stringify(e.data)}\n\n`).join(''));
+  const p = plan({ api: 'responses', sameDialect: false, stream: true, responseModel: g.options.responseModel, request: g.options.request as unknown as ResponsesRequest });
+  const run = (cuts: number[]): string => {
+    const r = chooseRelay(p, 200, { ...LIMITS, sseEventBytes: 1 << 20 });
+    assert.ok(r instanceof StreamTranslateRelay);
+    assert.equal(r.head(200, { 'content-length': '5' }).headers['content-type'], 'text/event-stream; charset=utf-8');
+    let out = '';
+    let from = 0;
+    for (const c of [...cuts, sse.length]) {
+      out += r.data(sse.subarray(from, c)) ?? '';
+      from = c;
+    }
+    return unclocked(out + (r.end() ?? ''));
+  };
+  const whole = run([]);
+  assert.match(whole, /^event: response\.created\n/);
+  assert.match(whole, /event: response\.completed\ndata: [^\n]*"status":"completed"[^\n]*\n\n$/);
+  assert.ok(whole.includes('"type":"response.function_call_arguments.done"'));
+  let seed = 16;
+  const rand = (): number => {
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+    return seed / 2 ** 32;
+  };
+  for (let round = 0; round < 200; round++) {
+    const cuts = Array.from({ length: 1 + Math.floor(rand() * 12) }, () => 1 + Math.floor(rand() * (sse.length - 1))).sort((a, b) => a - b);
+    assert.equal(run(cuts), whole, `round ${round}, cuts ${cuts.join(',')}`);
+  }
 });

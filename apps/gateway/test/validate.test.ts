@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { nestedDeeperThan, validateOpenAI } from '../src/validate.js';
+import { nestedDeeperThan, validateCountTokens, validateEmbeddings, validateOpenAI, validateResponses } from '../src/validate.js';
 import { GatewayError } from '../src/errors.js';
 
 /** Depth of a parsed JSON value (objects and arrays), computed on the value itself. */
@@ -55,4 +55,25 @@ test('deep input is refused before parsing; the JSON error keeps no bytes of the
     () => validateOpenAI(Buffer.from('{"model":"m","k":"sk-secret" , oops}'), 128),
     (e: unknown) => e instanceof GatewayError && e.code === 'invalid_json' && !e.message.includes('sk-secret') && !e.message.includes('oops'),
   );
+});
+
+test('the other endpoints: what the gateway relies on is checked, with the offending parameter', () => {
+  const fails = (fn: () => unknown, param: string | null) =>
+    assert.throws(fn, (e: unknown) => e instanceof GatewayError && e.status === 400 && e.param === param, String(param));
+  const b = (v: unknown) => Buffer.from(JSON.stringify(v));
+  // Responses: a model; input, when present, a string or items; stream a boolean.
+  assert.equal(validateResponses(b({ model: 'm', input: 'hi' }), 64).model, 'm');
+  assert.equal(validateResponses(b({ model: 'm', input: [{ role: 'user', content: 'hi' }], stream: true }), 64).stream, true);
+  fails(() => validateResponses(b({ input: 'hi' }), 64), 'model');
+  fails(() => validateResponses(b({ model: 'm', input: 3 }), 64), 'input');
+  fails(() => validateResponses(b({ model: 'm', input: 'x', stream: 'yes' }), 64), 'stream');
+  // Embeddings: a model and an input (strings or token arrays; the provider judges which).
+  assert.deepEqual(validateEmbeddings(b({ model: 'e', input: [[1, 2], [3]] }), 64).input, [[1, 2], [3]]);
+  fails(() => validateEmbeddings(b({ model: 'e' }), 64), 'input');
+  fails(() => validateEmbeddings(b({ model: 'e', input: { text: 'x' } }), 64), 'input');
+  fails(() => validateEmbeddings(b({ input: 'x' }), 64), 'model');
+  // count_tokens: a Messages request without max_tokens.
+  assert.equal(validateCountTokens(b({ model: 'c', messages: [] }), 64).model, 'c');
+  fails(() => validateCountTokens(b({ model: 'c' }), 64), 'messages');
+  fails(() => validateCountTokens(Buffer.from('{'), 64), null);
 });

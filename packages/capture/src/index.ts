@@ -1,6 +1,6 @@
 export { RequestRecord, keepResponseChunk, RESPONSE_KEEP_BYTES } from './record.js';
 export { recordUsage, toWire, batchHead } from './wire.js';
-export { extractUsage, hasTokenDelta } from './usage.js';
+export { extractUsage, hasTokenDelta, NO_USAGE } from './usage.js';
 export type { Usage } from './usage.js';
 export { Capture } from './capture.js';
 export type { CaptureOptions } from './capture.js';

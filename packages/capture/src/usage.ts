@@ -1,7 +1,8 @@
 /**
  * Usage and response model from a kept response body, read after the response was sent.
- * Both OpenAI and Anthropic shapes, JSON and SSE. Tolerates a truncated middle (see
- * RESPONSE_KEEP_BYTES): only whole events are read.
+ * OpenAI (Chat Completions, Responses API, embeddings) and Anthropic shapes, JSON and SSE.
+ * Tolerates a truncated middle (see RESPONSE_KEEP_BYTES): only whole events are read, and a
+ * stream whose last event was kept only in part has its usage object found by its key.
  */
 import { valueAfterKey } from '@sightline/core';
 
@@ -21,6 +22,14 @@ export interface Usage {
 
 type Json = Record<string, unknown>;
 
+/**
+ * The usage of a request that spends no tokens although its answer may name some: reading a
+ * stored response (`GET /v1/responses/{id}`, whose body repeats the usage of the request that
+ * created it) or deleting one. Set as the record's usage before the response, so that
+ * nothing is counted twice. Shared and frozen: nothing writes it.
+ */
+export const NO_USAGE: Usage = Object.freeze({ responseModel: '', inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, found: false, deltas: 0, anthropic: false });
+
 function num(v: unknown): number {
   return typeof v === 'number' && Number.isFinite(v) && v >= 0 ? Math.floor(v) : 0;
 }
@@ -30,11 +39,23 @@ function obj(v: unknown): Json | null {
 }
 
 function applyUsage(u: Usage, usage: Json): void {
-  // OpenAI: prompt/completion tokens, cached tokens in prompt_tokens_details.
+  // OpenAI: prompt/completion tokens, cached tokens in prompt_tokens_details. Embeddings
+  // answer prompt_tokens and total_tokens only: no output.
   if ('prompt_tokens' in usage || 'completion_tokens' in usage) {
     u.inputTokens = num(usage.prompt_tokens);
     u.outputTokens = num(usage.completion_tokens);
     u.cacheReadTokens = num(obj(usage.prompt_tokens_details)?.cached_tokens);
+    u.found = true;
+    return;
+  }
+  // OpenAI Responses API: input/output tokens like Anthropic's names, but input includes the
+  // cached tokens (input_tokens_details.cached_tokens), as chat's prompt_tokens does. Told
+  // from Anthropic's usage by the fields Anthropic never sends.
+  // https://platform.openai.com/docs/api-reference/responses/object#responses/object-usage
+  if ('input_tokens_details' in usage || 'output_tokens_details' in usage || 'total_tokens' in usage) {
+    u.inputTokens = num(usage.input_tokens);
+    u.outputTokens = num(usage.output_tokens);
+    u.cacheReadTokens = num(obj(usage.input_tokens_details)?.cached_tokens);
     u.found = true;
     return;
   }
@@ -51,6 +72,14 @@ function applyUsage(u: Usage, usage: Json): void {
 
 function applyEvent(u: Usage, ev: Json): void {
   if (u.responseModel === '' && typeof ev.model === 'string') u.responseModel = ev.model;
+  // Responses API stream events carry the response object: `response.created` its model,
+  // `response.completed` (or `.incomplete`, `.failed`) its usage.
+  const response = obj(ev.response);
+  if (response !== null) {
+    if (u.responseModel === '' && typeof response.model === 'string') u.responseModel = response.model;
+    const ru = obj(response.usage);
+    if (ru !== null) applyUsage(u, ru);
+  }
   const message = obj(ev.message);
   if (message !== null) {
     if (u.responseModel === '' && typeof message.model === 'string') u.responseModel = message.model;
@@ -93,16 +122,21 @@ function parseInto(u: Usage, chunks: readonly Buffer[], stream: boolean): void {
     }
     if (isDeltaText(data)) u.deltas++;
   }
+  // A Responses API stream ends with `response.completed`, which repeats the whole output
+  // before its usage: for a long answer that event may be longer than what was kept of the
+  // stream, so its start (and `data:`) is gone. Its usage object, near the end, is still whole.
+  if (!u.found) usageByKey(u, buf);
 }
 
 const USAGE_OBJECT = /"usage"\s*:\s*\{/;
 const ANTHROPIC_DELTA = /"type"\s*:\s*"content_block_delta"/;
 const OPENAI_CONTENT = /"content"\s*:\s*"[^"]/;
 const OPENAI_TOOL_CALLS = /"tool_calls"\s*:\s*\[/;
+const RESPONSES_DELTA = /"type"\s*:\s*"response\.(?:output_text|function_call_arguments)\.delta"/;
 
-/** A content or tool-argument delta event, in either dialect, from its JSON text. */
+/** A content or tool-argument delta event, in either dialect (and the Responses API), from its JSON text. */
 function isDeltaText(data: string): boolean {
-  return ANTHROPIC_DELTA.test(data) || (data.includes('"delta"') && (OPENAI_CONTENT.test(data) || OPENAI_TOOL_CALLS.test(data)));
+  return ANTHROPIC_DELTA.test(data) || (data.includes('"delta"') && (OPENAI_CONTENT.test(data) || OPENAI_TOOL_CALLS.test(data) || RESPONSES_DELTA.test(data)));
 }
 
 const QUOTE_CHAR = 0x22;
@@ -157,6 +191,11 @@ function jsonBody(u: Usage, buf: Buffer): void {
       }
     }
   }
+  usageByKey(u, buf);
+}
+
+/** The last `"usage":{…}` object in the bytes, parsed alone (a whole one only). */
+function usageByKey(u: Usage, buf: Buffer): void {
   const k = buf.lastIndexOf(USAGE_KEY);
   if (k < 0) return;
   const v = valueAfterKey(buf, k + USAGE_KEY.length);
@@ -175,6 +214,8 @@ const CONTENT = Buffer.from('"content":"');
 const ARGS = Buffer.from('"arguments":"');
 const TEXT_DELTA = Buffer.from('"text_delta"');
 const JSON_DELTA = Buffer.from('"input_json_delta"');
+const RESPONSES_TEXT_DELTA = Buffer.from('response.output_text.delta');
+const RESPONSES_ARGS_DELTA = Buffer.from('response.function_call_arguments.delta');
 const QUOTE = 0x22;
 
 function hasNonEmpty(chunk: Buffer, needle: Buffer): boolean {
@@ -189,9 +230,16 @@ function hasNonEmpty(chunk: Buffer, needle: Buffer): boolean {
 
 /**
  * Whether a stream chunk carries the first token: a non-empty content or tool-argument
- * delta (OpenAI) or a text/tool-input delta (Anthropic). Runs on the stream path only
- * until the first token is found.
+ * delta (OpenAI), a text/tool-input delta (Anthropic) or an output-text/function-argument
+ * delta event (Responses API). Runs on the stream path only until the first token is found.
  */
 export function hasTokenDelta(chunk: Buffer): boolean {
-  return hasNonEmpty(chunk, CONTENT) || hasNonEmpty(chunk, ARGS) || chunk.includes(TEXT_DELTA) || chunk.includes(JSON_DELTA);
+  return (
+    hasNonEmpty(chunk, CONTENT) ||
+    hasNonEmpty(chunk, ARGS) ||
+    chunk.includes(TEXT_DELTA) ||
+    chunk.includes(JSON_DELTA) ||
+    chunk.includes(RESPONSES_TEXT_DELTA) ||
+    chunk.includes(RESPONSES_ARGS_DELTA)
+  );
 }
