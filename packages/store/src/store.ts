@@ -14,8 +14,9 @@ import type { ReadOnlyStatement } from './statement.js';
  * caller's behalf (the query API), so that one request cannot take the server's time, its
  * memory or an answer of any size. A query past a limit fails with a StoreError whose
  * `limit` says which. A limited query also runs read-only: `readonly = 2` refuses writes
- * and DDL (code 164, READONLY) and still lets the other settings be set with it
- * (`readonly = 1` forbids changing settings). Accepted by ClickHouse 18.16 and 26.x.
+ * and DDL (code 164, READONLY) and still lets the other settings be set with it; statements
+ * someone wrote (`Store.select`) run with `readonly = 1`, which forbids changing settings
+ * and table functions too. Accepted by ClickHouse 18.16 and 26.x.
  */
 export interface ReadLimits {
   /** `max_execution_time`: seconds before the query is stopped (`timeout_overflow_mode = 'throw'`). */
