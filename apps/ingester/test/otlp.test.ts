@@ -173,6 +173,19 @@ describe('export to a local OTLP receiver', () => {
         await waitFor('every span exported', () => otlp.stats.exported === spans && otlp.stats.pending === 0);
         await assertAllExported(gw, rx, records);
         assert.ok(rx.requests.length > 0 && rx.requests.every((r) => r.contentType === 'application/x-protobuf'), rx.requests.map((r) => r.contentType).join());
+        // Content follows the team's policy: none captured, or `redacted` without a
+        // redactor (withheld), sends none.
+        const bare = servedRecord({ seq: 7, team: gw, usage: { prompt: 1, completion: 2 } });
+        const withheld = withContent(servedRecord({ seq: 8, team: gw }), contentOf({ policy: 'redacted', request: '{"messages":[{"role":"user","content":"secret@example.com"}]}', response: '{}' }));
+        await publishAll([batchOf(gw, 3, [bare, withheld])]);
+        await waitFor('both roots exported', () => rx.spans().has(bare.rootSpanId) && rx.spans().has(withheld.rootSpanId));
+        for (const id of [bare.rootSpanId, withheld.rootSpanId]) {
+          const a = rx.spans().get(id)!.attributes;
+          assert.equal(a['gen_ai.request.model'], 'gpt-4o');
+          assert.equal(a['gen_ai.input.messages'], undefined);
+          assert.equal(a['gen_ai.output.messages'], undefined);
+        }
+        assert.ok(![...rx.spans().values()].some((sp) => JSON.stringify(sp.attributes).includes('secret@example.com')));
       });
     } finally {
       await rx.close();
