@@ -9,7 +9,9 @@
 import type { BusConsumer, BusMessage } from '@sightline/bus';
 import { decodeBatch, SpanBuilder, type ContentRow, type DecodedBatch, type RedactText } from '@sightline/spans';
 import { StoreError, type Store } from '@sightline/store';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import type { Rollup } from './rollup.js';
+import type { OtlpExport } from './otlp.js';
 import { unixNanoNow, type IngestBatchRow, type RequestRow, type SpanRow } from '@sightline/core';
 
 export interface IngesterOptions {
@@ -46,6 +48,11 @@ export interface IngesterOptions {
    * withheld — not stored at all — and counted in `contentWithheld`.
    */
   redactPersonal?: RedactText | null;
+  /**
+   * Also exports the spans it builds over OTLP (otlp.ts), after their batch is written and
+   * acknowledged; null (the default): no export. The caller closes it after `stop()`.
+   */
+  otlp?: OtlpExport | null;
   log?: (msg: string) => void;
 }
 
@@ -79,7 +86,11 @@ export interface IngesterStats {
 interface Parsed {
   m: BusMessage;
   batch: DecodedBatch;
+  /** The spans built for `batch` as the SDK made them, for OTLP export; empty without it. */
+  otel: ReadableSpan[];
 }
+
+const NO_SPANS: ReadableSpan[] = [];
 
 export class Ingester {
   readonly #consumer: BusConsumer;
@@ -91,7 +102,8 @@ export class Ingester {
   readonly #maxDeliveries: number;
   readonly #rollup: Rollup | null;
   readonly #log: (msg: string) => void;
-  readonly #builder = new SpanBuilder();
+  readonly #builder: SpanBuilder;
+  readonly #otlp: OtlpExport | null;
   readonly #redactPersonal: RedactText | null;
   #warnedWithheld = false;
   #running = false;
@@ -116,6 +128,13 @@ export class Ingester {
     this.#log = opts.log ?? (() => {});
     this.#maxLagObservations = opts.maxLagObservations ?? 10_000;
     this.#redactPersonal = opts.redactPersonal ?? null;
+    this.#otlp = opts.otlp ?? null;
+    this.#builder = new SpanBuilder(this.#otlp === null ? {} : { spanProcessors: [this.#otlp.holder], resource: this.#otlp.resource });
+  }
+
+  /** The OTLP export, when there is one (its counters are in /metrics). */
+  get otlp(): OtlpExport | null {
+    return this.#otlp;
   }
 
   start(): void {
@@ -165,9 +184,12 @@ export class Ingester {
   async #process(msgs: BusMessage[]): Promise<void> {
     const good: Parsed[] = [];
     for (const m of msgs) {
+      // decodeBatch is synchronous: the spans the holder took in are this message's alone.
       try {
-        good.push({ m, batch: decodeBatch(m.data, this.#builder, { redactPersonal: this.#redactPersonal }) });
+        const batch = decodeBatch(m.data, this.#builder, { redactPersonal: this.#redactPersonal });
+        good.push({ m, batch, otel: this.#otlp?.take() ?? NO_SPANS });
       } catch (e) {
+        this.#otlp?.take();
         await this.#deadLetter(m, `not a capture batch: ${(e as Error).message}`);
       }
     }
@@ -176,6 +198,9 @@ export class Ingester {
     if (err === null) {
       this.#backoff = 0;
       await this.#acked(good);
+      // Stored and acknowledged: only now do the spans go to the OTLP backend, through a
+      // bounded queue that never waits (otlp.ts).
+      if (this.#otlp !== null) for (const p of good) this.#otlp.offer(p.otel);
       return;
     }
     this.stats.writeFailures++;

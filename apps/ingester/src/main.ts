@@ -2,7 +2,9 @@
  * `npm run start:ingester`: the ingester alone, configured by environment.
  *   NATS_URL (required), CLICKHOUSE_URL / CLICKHOUSE_USER / CLICKHOUSE_PASSWORD /
  *   CLICKHOUSE_DATABASE (see env.ts), INGESTER_PORT for /healthz and /metrics (default 8082),
- *   SIGHTLINE_RETENTION_DAYS and SIGHTLINE_CONTENT_RETENTION_DAYS (docs/configuration.md).
+ *   SIGHTLINE_RETENTION_DAYS and SIGHTLINE_CONTENT_RETENTION_DAYS (docs/configuration.md),
+ *   OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_HEADERS / OTEL_EXPORTER_OTLP_PROTOCOL to
+ *   export the spans to an OpenTelemetry backend as well (otlp.ts).
  */
 import { connectNats, NatsConsumer } from '@sightline/bus';
 import { envInt, instanceId, onShutdown, redactUrlCredentials } from '@sightline/core';

@@ -37,6 +37,8 @@ export function renderIngesterMetrics(ingester: Ingester): string {
   if (h === undefined) histograms.set(ingester, (h = new LagHistogram()));
   h.take(ingester.lagObservations);
   const s = ingester.stats;
+  // Zero while no OTLP endpoint is configured, so the page has one shape.
+  const o = ingester.otlp?.stats ?? { exported: 0, failed: 0, dropped: 0, pending: 0 };
   const lines: [string, string, 'counter' | 'gauge', number][] = [
     ['sightline_ingest_batches_total', 'Capture batches written and acknowledged.', 'counter', s.batches],
     ['sightline_ingest_requests_total', 'Request rows written.', 'counter', s.requests],
@@ -47,6 +49,10 @@ export function renderIngesterMetrics(ingester: Ingester): string {
     ['sightline_ingest_dead_lettered_total', 'Messages moved to the dead-letter subject.', 'counter', s.deadLettered],
     ['sightline_ingest_redelivered_total', 'Messages received again after an earlier delivery was not acknowledged.', 'counter', s.redelivered],
     ['sightline_ingest_lag_seconds', 'Publish-to-written lag of the last batch.', 'gauge', s.lastLagMs / 1000],
+    ['sightline_ingest_otlp_spans_exported_total', 'Spans an OTLP backend accepted (OTEL_EXPORTER_OTLP_ENDPOINT).', 'counter', o.exported],
+    ['sightline_ingest_otlp_spans_failed_total', 'Spans in OTLP export requests that failed after the exporter\'s retries (backend down, refusing or timing out).', 'counter', o.failed],
+    ['sightline_ingest_otlp_spans_dropped_total', 'Spans not exported because the OTLP export queue was full (backend down or slow).', 'counter', o.dropped],
+    ['sightline_ingest_otlp_spans_pending', 'Spans waiting in the OTLP export queue or in an export request.', 'gauge', o.pending],
     ['sightline_ingest_lag_observations_dropped_total', 'Lag observations left out of the lag histogram because too many waited for a scrape.', 'counter', s.lagObservationsDropped],
   ];
   return lines.map(([n, help, t, v]) => `# HELP ${n} ${help}\n# TYPE ${n} ${t}\n${n} ${v}\n`).join('') + h.render();

@@ -10,6 +10,8 @@ import { Rollup } from './rollup.js';
 import { Retention } from './retention.js';
 import { renderIngesterMetrics } from './metrics.js';
 import { redactPersonal } from '@sightline/redact';
+import { redactUrlCredentials } from '@sightline/core';
+import { OtlpExport, otlpOptionsFromEnv, type OtlpExportOptions } from './otlp.js';
 
 export interface StartIngesterOptions {
   consumer: BusConsumer;
@@ -30,6 +32,12 @@ export interface StartIngesterOptions {
    * Default: @sightline/redact's `redactPersonal`; null: such content is withheld (counted).
    */
   redactPersonal?: RedactText | null;
+  /**
+   * Export the spans over OTLP too (otlp.ts). Default: from the environment
+   * (OTEL_EXPORTER_OTLP_ENDPOINT and the variables beside it; none set: no export);
+   * null: no export.
+   */
+  otlp?: OtlpExportOptions | null;
   log?: (msg: string) => void;
 }
 
@@ -60,9 +68,15 @@ export async function migrateWithRetry(store: Store, log: (msg: string) => void,
 
 export async function startIngester(opts: StartIngesterOptions): Promise<IngesterHandle> {
   const log = opts.log ?? (() => {});
+  const otlpOptions = opts.otlp === undefined ? otlpOptionsFromEnv() : opts.otlp;
+  const otlp = otlpOptions === null ? null : await OtlpExport.create({ log, ...otlpOptions });
+  if (otlp !== null) {
+    const to = otlpOptions?.url ?? ((process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? '') || (process.env.OTEL_EXPORTER_OTLP_ENDPOINT ?? ''));
+    log(`exporting spans over OTLP (${otlp.protocol}) to ${redactUrlCredentials(to)}`);
+  }
   if (opts.migrate !== false) await migrateWithRetry(opts.store, log);
   const rollup = new Rollup(opts.store, 2_000, log);
-  const ingester = new Ingester({ consumer: opts.consumer, store: opts.store, log, name: opts.name, rollup, redactPersonal: opts.redactPersonal === undefined ? redactPersonal : opts.redactPersonal });
+  const ingester = new Ingester({ consumer: opts.consumer, store: opts.store, log, name: opts.name, rollup, redactPersonal: opts.redactPersonal === undefined ? redactPersonal : opts.redactPersonal, otlp });
   ingester.start();
   // Rollups of data older than migration 005, and minutes a crashed ingester left dirty.
   void rollup.reconcile().catch((e: unknown) => log(`rollup reconciliation failed (retried at the next start): ${(e as Error).message.split('\n')[0]}`));
@@ -92,6 +106,8 @@ export async function startIngester(opts: StartIngesterOptions): Promise<Ingeste
         if (app !== null) await app.close();
         retention.stop();
         await ingester.stop();
+        // After the last write: what it handed over is exported within the deadline.
+        await otlp?.close();
       })();
       return closing;
     },

@@ -1,8 +1,11 @@
 /** Query API errors: stable codes, one HTTP status each, body `{"error":{"code","message"}}`. */
-export type QueryErrorCode = 'bad_parameter' | 'unauthorized' | 'forbidden' | 'not_found' | 'query_too_large' | 'store_unavailable' | 'internal_error';
+export type QueryErrorCode = 'bad_parameter' | 'unauthorized' | 'forbidden' | 'not_found' | 'query_too_large' | 'store_unavailable' | 'internal_error' | 'not_implemented';
 
-/** `query_too_large`: the query was stopped by a limit (limits.ts); the caller can narrow it. */
-const STATUS: Record<QueryErrorCode, number> = { bad_parameter: 400, unauthorized: 401, forbidden: 403, not_found: 404, query_too_large: 422, store_unavailable: 503, internal_error: 500 };
+/**
+ * `query_too_large`: the query was stopped by a limit (limits.ts); the caller can narrow it.
+ * `not_implemented`: a request this deployment cannot answer safely (SQL with a team key).
+ */
+const STATUS: Record<QueryErrorCode, number> = { bad_parameter: 400, unauthorized: 401, forbidden: 403, not_found: 404, query_too_large: 422, store_unavailable: 503, internal_error: 500, not_implemented: 501 };
 
 export class QueryError extends Error {
   readonly status: number;

@@ -49,6 +49,25 @@ export function searchMaxBytesFromEnv(): number {
   return v;
 }
 
+/**
+ * The most bytes (uncompressed, as ClickHouse counts them in its blocks) one `POST /v1/sql`
+ * answer may hold: 64 MiB. Rows of prompts can be wide; the row limit alone would let
+ * 100,000 of them through. Past it: a 422.
+ */
+export const DEFAULT_SQL_MAX_RESULT_BYTES = 64 * 1024 ** 2;
+
+/** QUERY_SQL_MAX_RESULT_BYTES (at least 1 MiB); unset or empty: DEFAULT_SQL_MAX_RESULT_BYTES. */
+export function sqlMaxResultBytesFromEnv(): number {
+  const v = envInt('QUERY_SQL_MAX_RESULT_BYTES', DEFAULT_SQL_MAX_RESULT_BYTES);
+  if (v < 1024 ** 2 || v > Number.MAX_SAFE_INTEGER) throw new Error(`environment variable QUERY_SQL_MAX_RESULT_BYTES must be at least 1048576, got ${v}`);
+  return v;
+}
+
+/** The limits of `POST /v1/sql` and `npm run sql`: the query API's and the answer's bytes, from the environment. */
+export function sqlLimitsFromEnv(): ReadLimits {
+  return { ...readLimitsFromEnv(), maxResultBytes: sqlMaxResultBytesFromEnv() };
+}
+
 /** The default and the longest `from`–`to` range of each endpoint that takes one. */
 export interface RangeLimit {
   /** `from` when not given: this many hours before `to`. */
@@ -83,4 +102,5 @@ export const NARROWING: Record<string, string> = {
   '/v1/stages': 'ask for a shorter range (from/to) or filter by model, provider or team',
   '/v1/usage': 'ask for a shorter range (from/to), filter by team, model or provider, or group by fewer keys',
   '/v1/capture': 'ask for a shorter range (from/to) or filter by instance',
+  '/v1/sql': 'add a LIMIT, a narrower WHERE on start_time, or aggregate',
 };

@@ -16,7 +16,7 @@ export const ERROR_SCHEMA = {
       required: ['code', 'message'],
       additionalProperties: false,
       properties: {
-        code: { type: 'string', enum: ['bad_parameter', 'unauthorized', 'forbidden', 'not_found', 'query_too_large', 'store_unavailable', 'internal_error'] },
+        code: { type: 'string', enum: ['bad_parameter', 'unauthorized', 'forbidden', 'not_found', 'query_too_large', 'store_unavailable', 'internal_error', 'not_implemented'] },
         message: { type: 'string' },
         field: { type: 'string', description: 'The request field at fault (`limit`, `metrics[2]`, `filters.model`), when one is' },
       },

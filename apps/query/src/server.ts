@@ -13,7 +13,7 @@ import { StoreError, withReadLimits, type ReadLimits, type Store } from '@sightl
 import { DirectoryError } from '@sightline/directory';
 import { QueryError } from './errors.js';
 import type { PriceOf } from '@sightline/config';
-import { DEFAULT_READ_LIMITS, DEFAULT_SEARCH_MAX_BYTES, NARROWING } from './limits.js';
+import { DEFAULT_READ_LIMITS, DEFAULT_SEARCH_MAX_BYTES, DEFAULT_SQL_MAX_RESULT_BYTES, NARROWING } from './limits.js';
 import { authenticate, type QueryAuth } from './auth.js';
 import { CursorCodec } from './cursor.js';
 import { collectRoutes } from './openapi.js';
@@ -24,6 +24,7 @@ import type { Governor } from '@sightline/controls';
 import { registerRequestRoutes } from './routes/requests.js';
 import { registerMetricsRoutes } from './routes/metrics.js';
 import { registerStatsRoutes } from './routes/stats.js';
+import { registerSqlRoutes } from './routes/sql.js';
 
 export interface QueryServerOptions {
   store: Store;
@@ -36,6 +37,8 @@ export interface QueryServerOptions {
   limits?: ReadLimits;
   /** Bytes of content one phrase search (`q`) may read per query; default DEFAULT_SEARCH_MAX_BYTES (limits.ts). */
   searchMaxBytes?: number;
+  /** Bytes one `POST /v1/sql` answer may hold; default DEFAULT_SQL_MAX_RESULT_BYTES (limits.ts). */
+  sqlMaxResultBytes?: number;
   /** Authentication (admin token and key directory); null or absent: open, every caller is the admin. */
   auth?: QueryAuth | null;
   /** Rate limits and budgets, for GET /v1/budget; null or absent: that endpoint answers 404. */
@@ -221,5 +224,6 @@ export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
   registerRequestRoutes(app, { store, priceOf, cursors, searchLimits: { ...limits, maxBytesToRead: opts.searchMaxBytes ?? DEFAULT_SEARCH_MAX_BYTES } });
   registerMetricsRoutes(app, { store, priceOf });
   registerStatsRoutes(app, { store, priceOf });
+  registerSqlRoutes(app, { store, limits: { ...limits, maxResultBytes: opts.sqlMaxResultBytes ?? DEFAULT_SQL_MAX_RESULT_BYTES } });
   return app;
 }

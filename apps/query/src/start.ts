@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ReadLimits, Store } from '@sightline/store';
 import type { PriceOf } from '@sightline/config';
 import { buildQueryServer } from './server.js';
-import { readLimitsFromEnv, searchMaxBytesFromEnv } from './limits.js';
+import { readLimitsFromEnv, searchMaxBytesFromEnv, sqlMaxResultBytesFromEnv } from './limits.js';
 import type { QueryAuth } from './auth.js';
 import type { Governor } from '@sightline/controls';
 
@@ -17,6 +17,8 @@ export interface StartQueryOptions {
   limits?: ReadLimits;
   /** Default: from QUERY_SEARCH_MAX_BYTES (limits.ts). */
   searchMaxBytes?: number;
+  /** Default: from QUERY_SQL_MAX_RESULT_BYTES (limits.ts). */
+  sqlMaxResultBytes?: number;
   /** Authentication; null or absent: open (every caller is the admin). */
   auth?: QueryAuth | null;
   /** Rate limits and budgets (GET /v1/budget). */
@@ -32,7 +34,7 @@ export interface QueryHandle {
 }
 
 export async function startQuery(opts: StartQueryOptions): Promise<QueryHandle> {
-  const app = buildQueryServer({ store: opts.store, log: opts.log, priceOf: opts.priceOf, limits: opts.limits ?? readLimitsFromEnv(), searchMaxBytes: opts.searchMaxBytes ?? searchMaxBytesFromEnv(), auth: opts.auth ?? null, cursorSecret: opts.cursorSecret, governor: opts.governor ?? null });
+  const app = buildQueryServer({ store: opts.store, log: opts.log, priceOf: opts.priceOf, limits: opts.limits ?? readLimitsFromEnv(), searchMaxBytes: opts.searchMaxBytes ?? searchMaxBytesFromEnv(), sqlMaxResultBytes: opts.sqlMaxResultBytes ?? sqlMaxResultBytesFromEnv(), auth: opts.auth ?? null, cursorSecret: opts.cursorSecret, governor: opts.governor ?? null });
   // Loopback unless told otherwise (QUERY_HOST in the shipped file).
   const host = opts.host ?? '127.0.0.1';
   await app.listen({ port: opts.port, host });

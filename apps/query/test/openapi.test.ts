@@ -37,6 +37,7 @@ const OPERATIONS = [
   'get /v1/requests',
   'get /v1/requests/{traceId}',
   'post /v1/metrics',
+  'post /v1/sql',
   'get /v1/stages',
   'get /v1/usage',
   'get /v1/capture',
@@ -146,6 +147,9 @@ test('every route answers as documented, admin endpoints and errors included', a
   await r('/v1/stages', 200);
   await r('/v1/usage?group_by=team,key', 200);
   await r('/v1/capture', 200);
+  await r({ method: 'POST', url: '/v1/sql', payload: { query: 'SELECT count() AS n FROM sightline.requests' } }, 200);
+  await r({ method: 'POST', url: '/v1/sql', payload: { query: 'DROP TABLE sightline.requests' } }, 400);
+  await r({ method: 'POST', url: '/v1/sql', payload: { query: 'SELECT 1', settings: {} } }, 400);
   await r({ method: 'DELETE', url: `/v1/admin/keys/${created.id}` }, 200);
   await r('/nowhere', 404);
   // Without credentials, or with a key that may not: 401 and 403, documented too.

@@ -18,6 +18,7 @@ import {
   type IdGenerator,
   type ReadableSpan,
   type SpanProcessor,
+  type TracerConfig,
 } from '@opentelemetry/sdk-trace-base';
 import { ATTEMPT_SPAN, markDiffNs, markToUnixNano, type RequestRow, type SpanRow, type SpanStatus, type StageName, type WireRecord } from '@sightline/core';
 import { toWire, type RequestRecord } from '@sightline/capture';
@@ -209,6 +210,11 @@ export interface SpanBuilderOptions {
    * the `spans` rows leave out. Default none.
    */
   spanProcessors?: SpanProcessor[];
+  /**
+   * The resource the spans carry (`service.name` and the like), for processors that export
+   * them; the `spans` rows do not use it. Default: the SDK's default resource.
+   */
+  resource?: TracerConfig['resource'];
 }
 
 export class SpanBuilder {
@@ -223,6 +229,7 @@ export class SpanBuilder {
       sampler: new AlwaysOnSampler(),
       idGenerator: this.#ids,
       spanProcessors: [this.#collector, ...(opts.spanProcessors ?? [])],
+      ...(opts.resource === undefined ? {} : { resource: opts.resource }),
       // No value length limit on the span: the content attributes are bounded by the capture
       // bound already, and rows cut values themselves (ROW_ATTRIBUTE_MAX_CHARS). Room for
       // the caller's tags (bounded in number by the gateway) beside ~25 of our own.

@@ -77,3 +77,15 @@ const TRANSIENT_CODES = new Set([
   394, // QUERY_WAS_CANCELLED
   999, // KEEPER_EXCEPTION
 ]);
+
+/**
+ * A statement someone wrote was refused before it ran (statement.ts): not a single
+ * read-only SELECT, or something in it this check cannot vouch for. The message says what.
+ */
+export class StatementRefusedError extends Error {
+  readonly code = 'SL_STORE_STATEMENT_REFUSED' as const;
+  constructor(message: string) {
+    super(message);
+    this.name = 'StatementRefusedError';
+  }
+}

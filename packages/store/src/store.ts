@@ -6,6 +6,7 @@
 import { createClient, ClickHouseLogLevel, type ClickHouseClient, type ClickHouseSettings } from '@clickhouse/client';
 import { StoreError } from './errors.js';
 import type { Sql } from './sql.js';
+import type { ReadOnlyStatement } from './statement.js';
 
 /**
  * Limits for one read, as ClickHouse settings
@@ -13,8 +14,9 @@ import type { Sql } from './sql.js';
  * caller's behalf (the query API), so that one request cannot take the server's time, its
  * memory or an answer of any size. A query past a limit fails with a StoreError whose
  * `limit` says which. A limited query also runs read-only: `readonly = 2` refuses writes
- * and DDL (code 164, READONLY) and still lets the other settings be set with it
- * (`readonly = 1` forbids changing settings). Accepted by ClickHouse 18.16 and 26.x.
+ * and DDL (code 164, READONLY) and still lets the other settings be set with it; statements
+ * someone wrote (`Store.select`) run with `readonly = 1`, which forbids changing settings
+ * and table functions too. Accepted by ClickHouse 18.16 and 26.x.
  */
 export interface ReadLimits {
   /** `max_execution_time`: seconds before the query is stopped (`timeout_overflow_mode = 'throw'`). */
@@ -30,16 +32,25 @@ export interface ReadLimits {
    * 18.16 applies it to the main query's reads, not to those of an `IN (SELECT …)`.
    */
   maxBytesToRead?: number;
+  /**
+   * `max_result_bytes`: bytes (uncompressed, in ClickHouse's blocks) of the answer
+   * (`result_overflow_mode = 'throw'`); unset: no bound. For statements someone wrote, whose
+   * rows may be wide (`Store.select`).
+   */
+  maxResultBytes?: number;
 }
 
-/** The settings of `limits`, checked to be positive integers (they are written into SQL for chdb). */
-function limitSettings(limits: ReadLimits): { name: string; value: number | string }[] {
+/**
+ * The settings of `limits`, checked to be positive integers (they are written into SQL for
+ * chdb). `readonly` 2 lets the query API's own queries set settings beside it; 1, for
+ * statements someone wrote (`select`), forbids any change of settings as well.
+ */
+function limitSettings(limits: ReadLimits, readonly: 1 | 2 = 2): { name: string; value: number | string }[] {
   for (const [k, v] of Object.entries(limits)) {
     if (v === undefined) continue;
     if (!Number.isSafeInteger(v) || v < 1) throw new TypeError(`read limit ${k} must be a positive integer, got ${String(v)}`);
   }
   const settings: { name: string; value: number | string }[] = [
-    { name: 'readonly', value: 2 },
     { name: 'max_execution_time', value: limits.maxExecutionTimeS },
     { name: 'timeout_overflow_mode', value: 'throw' },
     { name: 'max_memory_usage', value: limits.maxMemoryBytes },
@@ -47,7 +58,42 @@ function limitSettings(limits: ReadLimits): { name: string; value: number | stri
     { name: 'result_overflow_mode', value: 'throw' },
   ];
   if (limits.maxBytesToRead !== undefined) settings.push({ name: 'max_bytes_to_read', value: limits.maxBytesToRead }, { name: 'read_overflow_mode', value: 'throw' });
+  if (limits.maxResultBytes !== undefined) settings.push({ name: 'max_result_bytes', value: limits.maxResultBytes });
+  // Last: in a query's SETTINGS clause (chdb) each setting is checked against those before it.
+  settings.push({ name: 'readonly', value: readonly });
   return settings;
+}
+
+/** The answer to a statement someone wrote: its columns in order, and its rows as arrays. */
+export interface SqlAnswer {
+  columns: { name: string; type: string }[];
+  /** One array per row, in column order; 64-bit integers as strings, as in every answer. */
+  rows: unknown[][];
+}
+
+/** ClickHouse's JSONCompact output (the same on 18.16 and 26.x for what we read). */
+interface JsonCompact {
+  meta: { name: string; type: string }[];
+  data: unknown[][];
+}
+
+function compactAnswer(text: string): SqlAnswer {
+  const body = JSON.parse(text) as JsonCompact;
+  return { columns: body.meta.map((m) => ({ name: m.name, type: m.type })), rows: body.data };
+}
+
+/**
+ * Bytes of JSON read from the engine for one `select`, at most: `maxResultBytes` (64 MiB when
+ * unset). ClickHouse's own `max_result_bytes` counts its blocks, in which a constant column
+ * (`range(1000)` on every row) weighs almost nothing on 18.16; this bounds what we hold.
+ */
+function answerCap(limits: ReadLimits): number {
+  return limits.maxResultBytes ?? 64 * 1024 ** 2;
+}
+
+/** An answer past its bound, as the limit error ClickHouse gives for max_result_bytes (code 396), so `limit` says `result`. */
+function answerTooLarge(cap: number): StoreError {
+  return new StoreError('SL_STORE_QUERY', `Code: 396. the answer is larger than ${cap} bytes of JSON`);
 }
 
 export interface Store {
@@ -61,6 +107,11 @@ export interface Store {
    * With `limits`, read-only and within them.
    */
   query<T>(sql: Sql, limits?: ReadLimits): Promise<T[]>;
+  /**
+   * Runs a statement someone wrote, checked by `readOnlyStatement` (statement.ts), with
+   * `readonly = 1` and `limits`.
+   */
+  select(statement: ReadOnlyStatement, limits: ReadLimits): Promise<SqlAnswer>;
   /** Inserts rows as JSONEachRow into `database.table`; resolves once the engine confirmed. */
   insert(table: string, rows: readonly object[]): Promise<void>;
   close(): Promise<void>;
@@ -75,6 +126,16 @@ export interface ClickHouseServerOptions {
   database?: string;
   /** Milliseconds before a request to ClickHouse is abandoned. Default 30 000. */
   requestTimeoutMs?: number;
+}
+
+/** `limits` as the settings of one HTTP request. */
+function serverSettings(limits: ReadLimits, readonly: 1 | 2): ClickHouseSettings {
+  const settings = Object.fromEntries(limitSettings(limits, readonly).map((s) => [s.name, typeof s.value === 'number' ? String(s.value) : s.value])) as ClickHouseSettings;
+  // The server answers only once the query is done, so a limit hit after the first rows
+  // were produced is an HTTP error with its code, not an exception inside a 200 body.
+  // The answer it buffers is bounded by max_result_rows.
+  settings.wait_end_of_query = 1;
+  return settings;
 }
 
 export class ClickHouseServerStore implements Store {
@@ -111,20 +172,43 @@ export class ClickHouseServerStore implements Store {
   }
 
   async query<T>(sql: Sql, limits?: ReadLimits): Promise<T[]> {
-    let clickhouse_settings: ClickHouseSettings | undefined;
-    if (limits !== undefined) {
-      clickhouse_settings = Object.fromEntries(limitSettings(limits).map((s) => [s.name, typeof s.value === 'number' ? String(s.value) : s.value])) as ClickHouseSettings;
-      // The server answers only once the query is done, so a limit hit after the first rows
-      // were produced is an HTTP error with its code, not an exception inside a 200 body.
-      // The answer it buffers is bounded by max_result_rows.
-      clickhouse_settings.wait_end_of_query = 1;
-    }
+    const clickhouse_settings = limits === undefined ? undefined : serverSettings(limits, 2);
     try {
       const rs = await this.#client.query({ query: sql.text, format: 'JSONEachRow', clickhouse_settings });
       return await rs.json<T>();
     } catch (e) {
       throw new StoreError('SL_STORE_QUERY', `ClickHouse query failed: ${(e as Error).message}`, { cause: e });
     }
+  }
+
+  async select(statement: ReadOnlyStatement, limits: ReadLimits): Promise<SqlAnswer> {
+    // Settings travel as URL parameters, applied before the statement is parsed: its own
+    // SETTINGS (refused by statement.ts anyway) would then fail under readonly = 1.
+    const clickhouse_settings = serverSettings(limits, 1);
+    const cap = answerCap(limits);
+    const abort = new AbortController();
+    let text: string;
+    try {
+      // exec, not query: the answer is read as a stream and abandoned past its bound.
+      const r = await this.#client.exec({ query: `${statement.text}\nFORMAT JSONCompact`, clickhouse_settings, abort_signal: abort.signal });
+      const chunks: Buffer[] = [];
+      let size = 0;
+      for await (const chunk of r.stream) {
+        const b = chunk as Buffer;
+        size += b.length;
+        if (size > cap) {
+          abort.abort();
+          r.stream.destroy();
+          throw answerTooLarge(cap);
+        }
+        chunks.push(b);
+      }
+      text = Buffer.concat(chunks).toString('utf8');
+    } catch (e) {
+      if (e instanceof StoreError) throw e;
+      throw new StoreError('SL_STORE_QUERY', `ClickHouse query failed: ${(e as Error).message}`, { cause: e });
+    }
+    return compactAnswer(text);
   }
 
   async insert(table: string, rows: readonly object[]): Promise<void> {
@@ -143,9 +227,18 @@ export class ClickHouseServerStore implements Store {
   }
 }
 
+/** The SETTINGS clause of a chdb query: 64-bit integers quoted like the server store's, and `limits`. */
+function chdbSettings(limits: ReadLimits | undefined, readonly: 1 | 2): string {
+  let settings = 'output_format_json_quote_64bit_integers = 1';
+  if (limits !== undefined) {
+    for (const s of limitSettings(limits, readonly)) settings += `, ${s.name} = ${typeof s.value === 'number' ? s.value : `'${s.value}'`}`;
+  }
+  return settings;
+}
+
 /** The subset of chdb's Session this store uses (chdb ships its own types). */
 interface ChdbSession {
-  queryAsync(query: string, opts?: { format?: string }): Promise<{ text(): string }>;
+  queryAsync(query: string, opts?: { format?: string }): Promise<{ text(): string; bytes(): Uint8Array }>;
   insert(params: { table: string; values: Buffer; format: 'JSONEachRow' }): Promise<unknown>;
   close?(): void;
   cleanup?(): void;
@@ -192,12 +285,8 @@ export class ChdbStore implements Store {
     // Same 64-bit integer quoting as the server store, and the limits: a SETTINGS clause on
     // the query itself applies to this query only and keeps the shared session's defaults
     // (the embedded ingester writes through the same session).
-    let settings = 'output_format_json_quote_64bit_integers = 1';
-    if (limits !== undefined) {
-      for (const s of limitSettings(limits)) settings += `, ${s.name} = ${typeof s.value === 'number' ? s.value : `'${s.value}'`}`;
-    }
     try {
-      const res = await this.#session.queryAsync(`${sql.text}\nSETTINGS ${settings}`, { format: 'JSONEachRow' });
+      const res = await this.#session.queryAsync(`${sql.text}\nSETTINGS ${chdbSettings(limits, 2)}`, { format: 'JSONEachRow' });
       text = res.text();
     } catch (e) {
       throw new StoreError('SL_STORE_QUERY', `chdb query failed: ${(e as Error).message}`, { cause: e });
@@ -205,6 +294,25 @@ export class ChdbStore implements Store {
     const rows: T[] = [];
     for (const line of text.split('\n')) if (line !== '') rows.push(JSON.parse(line) as T);
     return rows;
+  }
+
+  async select(statement: ReadOnlyStatement, limits: ReadLimits): Promise<SqlAnswer> {
+    // The session is shared with the embedded ingester, so `readonly = 1` and the limits are
+    // a SETTINGS clause of this query, not of the session. On chdb a subquery's own SETTINGS
+    // could lower them for that subquery: statement.ts refuses SETTINGS anywhere. The
+    // statement ends at its last token (no trailing comment), so this clause is never
+    // commented out.
+    let text: string;
+    try {
+      const res = await this.#session.queryAsync(`${statement.text}\nSETTINGS ${chdbSettings(limits, 1)}`, { format: 'JSONCompact' });
+      const cap = answerCap(limits);
+      if (res.bytes().byteLength > cap) throw answerTooLarge(cap);
+      text = res.text();
+    } catch (e) {
+      if (e instanceof StoreError) throw e;
+      throw new StoreError('SL_STORE_QUERY', `chdb query failed: ${(e as Error).message}`, { cause: e });
+    }
+    return compactAnswer(text);
   }
 
   async insert(table: string, rows: readonly object[]): Promise<void> {
@@ -236,6 +344,7 @@ export function withReadLimits(store: Store, limits: ReadLimits): Store {
     kind: store.kind,
     database: store.database,
     query: <T>(sql: Sql, l: ReadLimits = limits) => store.query<T>(sql, l),
+    select: (statement: ReadOnlyStatement, l: ReadLimits = limits) => store.select(statement, l),
     command: refuse,
     insert: refuse,
     close: () => store.close(),
