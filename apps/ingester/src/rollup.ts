@@ -81,6 +81,8 @@ export class Rollup {
   readonly #days = new Set<number>();
   #running: Promise<void> | null = null;
   #timer: NodeJS.Timeout | null = null;
+  /** When #timer fires (Date.now() milliseconds). */
+  #timerAt = 0;
   #stopped = false;
   /** Minute recomputations done, and failed (retried on the next round). */
   done = 0;
@@ -105,7 +107,7 @@ export class Rollup {
   }
 
   #schedule(): void {
-    if (this.#timer !== null || this.#stopped) return;
+    if (this.#stopped) return;
     let delay: number;
     if (this.#dirty.size > 0) delay = this.intervalMs;
     else if (this.#days.size > 0) {
@@ -113,6 +115,14 @@ export class Rollup {
       const first = Math.min(...this.#days) + DAY_S;
       delay = Math.min(2 ** 31 - 1, Math.max(this.intervalMs, first * 1000 - this.now() + this.intervalMs));
     } else return;
+    const at = Date.now() + delay;
+    if (this.#timer !== null) {
+      // A wake-up already due sooner stands. One set for the end of a day (nothing was dirty
+      // then) must not hold back a minute touched since: it would wait until that day ends.
+      if (this.#timerAt <= at) return;
+      clearTimeout(this.#timer);
+    }
+    this.#timerAt = at;
     this.#timer = setTimeout(() => {
       this.#timer = null;
       void this.flush();

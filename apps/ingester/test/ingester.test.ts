@@ -249,6 +249,28 @@ test('hours are rolled up with their minutes; a day once it has ended, from its 
   r.stop();
 });
 
+test('a minute touched while the rollup waits for a day to end is rolled up within the interval, not when the day ends', async () => {
+  const gw = new Gateway();
+  const team = gw.instance;
+  const sum = () => count(sql`SELECT sum(requests) AS n FROM ${table('sightline', 'requests_agg_1m')} FINAL WHERE team = ${team}`);
+  const r = new Rollup(store, 100);
+  const first = gw.batchV1(2);
+  await store.insert('spans', first.spans);
+  await store.insert('requests', first.requests);
+  r.touch(first.requests.map((q) => q.start_time));
+  await waitFor('the first round', async () => (await sum()) === 2);
+  // Idle now: the round recomputed an hour, so its day waits, and the next wake-up is when
+  // the day ends (hours away). A minute touched now must not wait for that.
+  await r.flush();
+  const second = gw.batchV1(3);
+  await store.insert('spans', second.spans);
+  await store.insert('requests', second.requests);
+  r.touch(second.requests.map((q) => q.start_time));
+  await waitFor('the minute touched later rolled up', async () => (await sum()) === 5, 10_000);
+  assert.equal(r.failed, 0);
+  r.stop();
+});
+
 test('reconcile copies stage spans from before the rollups existed and recomputes days the rollups miss, once', async () => {
   const gw = new Gateway();
   const team = gw.instance;

@@ -19,6 +19,8 @@ declare module 'fastify' {
     operationId?: string;
     /** `[]` on the routes anyone may call. */
     security?: Record<string, string[]>[];
+    /** Left out of the document (the dashboard's page and files, routes/ui.ts). */
+    hide?: boolean;
   }
 }
 
@@ -66,7 +68,7 @@ export function collectRoutes(app: FastifyInstance): { document: (info: { title:
     const methods = Array.isArray(r.method) ? r.method : [r.method];
     for (const m of methods) {
       // fastify adds a HEAD route beside every GET: the same operation, not documented twice.
-      if (m === 'HEAD') continue;
+      if (m === 'HEAD' || r.schema?.hide === true) continue;
       routes.push({ method: m.toLowerCase(), url: r.url, schema: (r.schema ?? {}) as RouteSchema });
     }
   });

@@ -25,6 +25,8 @@ import { registerRequestRoutes } from './routes/requests.js';
 import { registerMetricsRoutes } from './routes/metrics.js';
 import { registerStatsRoutes } from './routes/stats.js';
 import { registerSqlRoutes } from './routes/sql.js';
+import { registerUiRoutes } from './routes/ui.js';
+import { loadAssets, type Asset } from '@sightline/dashboard';
 
 export interface QueryServerOptions {
   store: Store;
@@ -50,6 +52,8 @@ export interface QueryServerOptions {
    */
   cursorSecret?: string | Uint8Array;
   log?: (msg: string) => void;
+  /** The dashboard's files (served at `/` and `/ui/`); default: @sightline/dashboard's, read at start. */
+  dashboard?: ReadonlyMap<string, Asset>;
 }
 
 const DIRECTORY_ERRORS = { SL_DIR_INVALID: 'bad_parameter', SL_DIR_NOT_FOUND: 'not_found', SL_DIR_CONFLICT: 'store_unavailable', SL_DIR_UNAVAILABLE: 'store_unavailable' } as const;
@@ -225,5 +229,6 @@ export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
   registerMetricsRoutes(app, { store, priceOf });
   registerStatsRoutes(app, { store, priceOf });
   registerSqlRoutes(app, { store, limits: { ...limits, maxResultBytes: opts.sqlMaxResultBytes ?? DEFAULT_SQL_MAX_RESULT_BYTES } });
+  registerUiRoutes(app, opts.dashboard ?? loadAssets());
   return app;
 }
