@@ -5,7 +5,8 @@
 # these command lines against real NATS and ClickHouse servers.
 ARG NODE_IMAGE=node:20-bookworm-slim
 
-# --- build: every dependency (TypeScript included), then `tsc -b` into each workspace's dist/.
+# --- build: every dependency (TypeScript included), then `tsc -b` into each workspace's dist/
+# (and the dashboard's static files, public/, which need no build).
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json tsconfig.json tsconfig.base.json ./
@@ -18,7 +19,8 @@ RUN npm ci --omit=optional --ignore-scripts --no-audit --no-fund
 RUN npm run build \
  && mkdir /out \
  && for d in packages/* apps/*; do \
-      mkdir -p "/out/$d" && cp "$d/package.json" "/out/$d/" && cp -R "$d/dist" "/out/$d/dist"; \
+      mkdir -p "/out/$d" && cp "$d/package.json" "/out/$d/" && cp -R "$d/dist" "/out/$d/dist" \
+      && if [ -d "$d/public" ]; then cp -R "$d/public" "/out/$d/public"; fi; \
     done \
  && find /out \( -name '*.d.ts' -o -name '*.tsbuildinfo' \) -delete
 

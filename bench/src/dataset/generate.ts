@@ -10,7 +10,7 @@
  * lambdas, no Map, arrays indexed from 1. Statements are built with the store's `sql` tag
  * (values bound as literals), like the product's own SQL.
  */
-import { STAGES } from '@sightline/core';
+import { STAGES, type StageName } from '@sightline/core';
 import { ident, join, sql, table, type Sql } from '@sightline/store';
 import { MODELS, PROVIDER_HOSTS, KEY_SLOTS, MODEL_SLOTS, TEAM_SLOTS, type Catalogue, type Hour } from './catalogue.js';
 
@@ -54,11 +54,10 @@ const STAGE_INDEX = (name: string): number => {
 /**
  * The per-request columns of a chunk, as a subquery. Layers (innermost first): position in
  * time and the caller; the model, the outcome and the token counts; each stage's duration
- * (`g_d`, 12 entries in STAGES order, 0 where the request had no such stage), whose sum is
+ * (`g_d`, one entry per stage in STAGES order, 0 where the request had no such stage), whose sum is
  * the request's total.
  */
 export function requestSource(cat: Catalogue, seed: number, c: Chunk): Sql {
-  if (STAGES.length !== 12) throw new Error('generate.ts assumes the 12 stages of packages/core STAGES');
   const count = chunkRequests(c);
   const first = c.hours[0]?.first ?? 0;
   const cum: number[] = [];
@@ -81,20 +80,25 @@ export function requestSource(cat: Catalogue, seed: number, c: Chunk): Sql {
   }
 
   // Durations of each stage had it run normally (ns).
-  const normal: Sql[] = [
-    sql`${LN(20_000, 0.6, 30)} + g_request_bytes * 2`, // ingress.read
-    sql`${LN(12_000, 0.5, 31)} + g_request_bytes * 3`, // parse
-    LN(1_500, 0.4, 32), // auth
-    LN(2_500, 0.4, 33), // route
-    sql`if(g_cross = 1, ${LN(30_000, 0.5, 34)} + g_request_bytes, ${LN(2_000, 0.4, 34)})`, // translate.request
-    LN(400e6, 0.6, 35), // upstream.retry (failed attempt and backoff)
-    LN(1.5e6, 0.5, 36), // upstream.connect
-    sql`${LN(35_000, 0.5, 37)} + g_request_bytes`, // upstream.send
-    sql`${LN(sql`g_ttfb_ms * 1000000`, 0.45, 38)} + if(g_stream = 1, 0, g_gen_ns)`, // upstream.wait
-    sql`if(g_stream = 1, toFloat64(g_gen_ns), ${LN(200_000, 0.6, 40)} + g_response_bytes * 5)`, // upstream.stream
-    sql`if(g_cross = 1, ${LN(40_000, 0.5, 41)}, ${LN(3_000, 0.4, 41)})`, // translate.response
-    sql`${LN(25_000, 0.7, 42)} + g_response_bytes + if(${U(43)} < 0.002, ${LN(8e6, 0.5, 44)}, 0)`, // egress.write (+ a rare pause)
-  ];
+  const byStage: Record<StageName, Sql> = {
+    'ingress.read': sql`${LN(20_000, 0.6, 30)} + g_request_bytes * 2`,
+    parse: sql`${LN(12_000, 0.5, 31)} + g_request_bytes * 3`,
+    auth: LN(1_500, 0.4, 32),
+    limits: LN(2_000, 0.4, 50),
+    route: LN(2_500, 0.4, 33),
+    cache: LN(3_000, 0.5, 51),
+    budget: LN(1_500, 0.4, 52),
+    'translate.request': sql`if(g_cross = 1, ${LN(30_000, 0.5, 34)} + g_request_bytes, ${LN(2_000, 0.4, 34)})`,
+    'upstream.retry': LN(400e6, 0.6, 35), // failed attempt and backoff
+    'upstream.connect': LN(1.5e6, 0.5, 36),
+    'upstream.send': sql`${LN(35_000, 0.5, 37)} + g_request_bytes`,
+    'upstream.wait': sql`${LN(sql`g_ttfb_ms * 1000000`, 0.45, 38)} + if(g_stream = 1, 0, g_gen_ns)`,
+    'upstream.stream': sql`if(g_stream = 1, toFloat64(g_gen_ns), ${LN(200_000, 0.6, 40)} + g_response_bytes * 5)`,
+    'translate.response': sql`if(g_cross = 1, ${LN(40_000, 0.5, 41)}, ${LN(3_000, 0.4, 41)})`,
+    'egress.write': sql`${LN(25_000, 0.7, 42)} + g_response_bytes + if(${U(43)} < 0.002, ${LN(8e6, 0.5, 44)}, 0)`, // + a rare pause
+  };
+  const normal: Sql[] = STAGES.map((name) => byStage[name]);
+  const N = STAGES.length;
   // The stage a request failed in closes when the request ends (spans.ts stageIntervals).
   const failedDuration = sql`multiIf(g_kind IN (1, 2, 3), g_n_d[g_f] + ${u64(LN(20_000, 0.5, 45))},
       g_kind = 4, ${u64(LN(80e6, 0.5, 45))},
@@ -105,10 +109,12 @@ export function requestSource(cat: Catalogue, seed: number, c: Chunk): Sql {
     const c: Sql[] = [sql`(g_f = 0 OR ${j} <= g_f)`];
     if (j === st('upstream.retry')) c.push(sql`g_retry = 1`);
     if (j === st('upstream.connect')) c.push(sql`g_newconn = 1`);
+    // Controls (limits, cache, budget) run for about half the requests: the teams that set them.
+    if (j === st('limits') || j === st('cache') || j === st('budget')) c.push(sql`${U(53)} < 0.5`);
     return join(c, sql` AND `);
   };
-  const presence = Array.from({ length: 12 }, (_, i) => sql`toUInt8(${present(i + 1)})`);
-  const durations = Array.from({ length: 12 }, (_, i) => sql`if(g_p[${i + 1}] = 1, if(g_f = ${i + 1}, g_fd, g_n_d[${i + 1}]), toUInt64(0))`);
+  const presence = Array.from({ length: N }, (_, i) => sql`toUInt8(${present(i + 1)})`);
+  const durations = Array.from({ length: N }, (_, i) => sql`if(g_p[${i + 1}] = 1, if(g_f = ${i + 1}, g_fd, g_n_d[${i + 1}]), toUInt64(0))`);
 
   const models = MODELS.map((m) => m.name);
   const hex16 = (e: Sql): Sql => sql`lower(hex(toFixedString(reinterpretAsString(${e}), 8)))`;
@@ -298,7 +304,7 @@ export function insertSpans(database: string, cat: Catalogue, seed: number, c: C
     };
   } else if (part === 'stages') {
     // No lambda over g_p: 18.16 prunes the columns a lambda captures from subqueries.
-    const list = Array.from({ length: 12 }, (_, i) => sql`if(g_p[${i + 1}] = 1, [toUInt8(${i + 1})], emptyArrayUInt8())`);
+    const list = Array.from({ length: STAGES.length }, (_, i) => sql`if(g_p[${i + 1}] = 1, [toUInt8(${i + 1})], emptyArrayUInt8())`);
     rows = {
       from: sql`ARRAY JOIN arrayConcat(${join(list, sql`, `)}) AS j`,
       id: childId(sql`j`),
