@@ -74,7 +74,19 @@ export function natsReplicasFromEnv(env: NodeJS.ProcessEnv = process.env): numbe
 export async function ensureReplicas(jsm: JetStreamManager, stream: string, replicas: number): Promise<boolean> {
   const info = await jsm.streams.info(stream);
   if (info.config.num_replicas === replicas) return false;
-  await jsm.streams.update(stream, { ...info.config, num_replicas: replicas });
+  try {
+    await jsm.streams.update(stream, { ...info.config, num_replicas: replicas });
+  } catch (e) {
+    // The answer to a scale-up can be lost, and the stream briefly reported missing, while
+    // its raft group changes (seen with 2.9.10 in a three-server cluster): the update may
+    // have been applied all the same. Look again for up to 10 s.
+    for (let i = 0; i < 20; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      const now = await jsm.streams.info(stream).catch(() => null);
+      if (now?.config.num_replicas === replicas) return true;
+    }
+    throw e;
+  }
   return true;
 }
 
