@@ -93,12 +93,17 @@ test('the first replica stopped for 10 s under load, then restarted: every reque
   const load = runLoad({ url: `${gw.url}/v1/chat/completions`, rps: 30, durationMs: 20_000 });
   await delay(4000);
   await chc.replicas[0]!.stop(); // the replica every app uses first
+  const down = BigInt(Date.now()) * 1_000_000n;
   await delay(10_000);
+  const up = BigInt(Date.now()) * 1_000_000n;
   await chc.replicas[0]!.start();
   const results = await load;
   assert.equal(results.filter((r) => r.status === 200).length, results.length, `non-200: ${JSON.stringify(results.find((r) => r.status !== 200))}`);
   assert.ok(results.length >= 590, `load sent ${results.length}`);
   await assertExactlyOnce(store, 'chc-g1', results, 120_000);
+  // Capture went on through the other replica while the first was down (it did not wait for it).
+  const during = await one<{ n: string }>(store, sql`SELECT count() AS n FROM ${table(DB, 'ingest_batches')} WHERE written_at_unix_nano > ${down + 1_000_000_000n} AND written_at_unix_nano < ${up}`);
+  assert.ok(Number(during.n) > 0, 'batches written while the first replica was down');
 
   // The replicas agree, table by table (replication is asynchronous: wait for it).
   for (const t of ['requests', 'spans', 'stage_spans', 'ingest_batches']) {
