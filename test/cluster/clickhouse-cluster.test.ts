@@ -40,7 +40,7 @@ before(async () => {
     CLICKHOUSE_DATABASE: DB,
     OPENAI_BASE_URL: `${mock.url}/v1`,
     INGESTER_ACK_WAIT_MS: '3000',
-  }));
+  }), 180_000);
 });
 
 after(async () => {

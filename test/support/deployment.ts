@@ -21,15 +21,22 @@ export class Deployment {
   readonly running: AppProcess[] = [];
   readonly spoolRoot = mkdtempSync(join(tmpdir(), 'sightline-deploy-'));
 
-  /** `env`: what every app gets (NATS_URL, CLICKHOUSE_URL, …), read when each app starts. */
-  constructor(readonly env: () => Record<string, string>) {}
+  /**
+   * `env`: what every app gets (NATS_URL, CLICKHOUSE_URL, …), read when each app starts;
+   * `healthTimeoutMs`: how long an app may take to report healthy (an ingester applies the
+   * migrations first).
+   */
+  constructor(
+    readonly env: () => Record<string, string>,
+    readonly healthTimeoutMs = 60_000,
+  ) {}
 
   async #start(name: string, entry: string, portVar: string, extra: Record<string, string>): Promise<RunningApp> {
     const port = await freePort();
     const app = startApp(name, entry, { ...this.env(), [portVar]: String(port), ...extra });
     this.running.push(app);
     const url = `http://127.0.0.1:${port}`;
-    await waitHealthy(app, `${url}/healthz`);
+    await waitHealthy(app, `${url}/healthz`, this.healthTimeoutMs);
     return { app, url };
   }
 

@@ -81,12 +81,17 @@ export async function migrate(store: Store, migrations: Migration[] = readMigrat
       sql`CREATE TABLE IF NOT EXISTS ${record} (version UInt32, name String, checksum String, applied_at DateTime('UTC')) ENGINE = MergeTree ORDER BY version`,
     );
   } else {
-    const c = ident(cluster.cluster);
-    const path = `/clickhouse/tables/all/${db.text}/schema_migrations`;
-    await store.command(sql`CREATE DATABASE IF NOT EXISTS ${db} ON CLUSTER ${c}`);
-    await store.command(
-      sql`CREATE TABLE IF NOT EXISTS ${record} ON CLUSTER ${c} (version UInt32, name String, checksum String, applied_at DateTime('UTC')) ENGINE = ReplicatedMergeTree(${path}, '{shard}-{replica}') ORDER BY version`,
-    );
+    // ON CLUSTER statements wait for every server: skipped when the record table is there
+    // (it was created on every server), as at every start of an ingester after the first.
+    const [have] = await store.query<{ n: number | string }>(sql`SELECT count() AS n FROM system.tables WHERE database = ${store.database} AND name = 'schema_migrations'`);
+    if (Number(have?.n ?? 0) === 0) {
+      const c = ident(cluster.cluster);
+      const path = `/clickhouse/tables/all/${db.text}/schema_migrations`;
+      await store.command(sql`CREATE DATABASE IF NOT EXISTS ${db} ON CLUSTER ${c}`);
+      await store.command(
+        sql`CREATE TABLE IF NOT EXISTS ${record} ON CLUSTER ${c} (version UInt32, name String, checksum String, applied_at DateTime('UTC')) ENGINE = ReplicatedMergeTree(${path}, '{shard}-{replica}') ORDER BY version`,
+      );
+    }
   }
   const done = new Map<number, string>();
   const rows = await store.query<{ version: number | string; checksum: string }>(

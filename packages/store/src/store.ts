@@ -141,6 +141,12 @@ export interface ClickHouseServerOptions {
   cluster?: string | null;
   /** Milliseconds a replica that refused a connection is passed over (a list of URLs). Default 5 000. */
   failoverMs?: number;
+  /**
+   * On a cluster, milliseconds before a command (DDL) is abandoned: `ON CLUSTER` statements
+   * wait for every server to run them, up to the server's `distributed_ddl_task_timeout`
+   * (180 s by default). Default 200 000.
+   */
+  ddlTimeoutMs?: number;
 }
 
 /**
@@ -181,6 +187,8 @@ export class ClickHouseServerStore implements Store {
   readonly cluster: string | null;
   /** One client per replica URL, in the order given. */
   readonly #clients: ClickHouseClient[];
+  /** The same for commands (DDL), with the longer timeout of a cluster; `#clients` on one server. */
+  readonly #ddlClients: ClickHouseClient[];
   /** Per client: until when it is passed over after refusing a connection. */
   readonly #downUntil: number[];
   readonly #failoverMs: number;
@@ -189,11 +197,12 @@ export class ClickHouseServerStore implements Store {
     this.database = opts.database ?? 'sightline';
     this.cluster = opts.cluster === undefined || opts.cluster === null || opts.cluster === '' ? null : ident(opts.cluster).text;
     this.#failoverMs = opts.failoverMs ?? 5_000;
-    this.#clients = opts.url
+    const urls = opts.url
       .split(',')
       .map((u) => u.trim())
-      .filter((u) => u !== '')
-      .map((raw) => {
+      .filter((u) => u !== '');
+    const make = (requestTimeoutMs: number) =>
+      urls.map((raw) => {
         const url = new URL(raw);
         const username = opts.username ?? (url.username !== '' ? decodeURIComponent(url.username) : 'default');
         const password = opts.password ?? decodeURIComponent(url.password);
@@ -203,7 +212,7 @@ export class ClickHouseServerStore implements Store {
           url: url.toString().replace(/\/$/, ''),
           username,
           password,
-          request_timeout: opts.requestTimeoutMs ?? 30_000,
+          request_timeout: requestTimeoutMs,
           // Keep 64-bit integers as strings in JSON on every version (18.16 does by default,
           // newer servers do not), so nanosecond values never pass through a double.
           clickhouse_settings: { output_format_json_quote_64bit_integers: 1, ...(this.cluster === null ? {} : CLUSTER_SETTINGS) },
@@ -211,6 +220,8 @@ export class ClickHouseServerStore implements Store {
           log: { level: ClickHouseLogLevel.OFF },
         });
       });
+    this.#clients = make(opts.requestTimeoutMs ?? 30_000);
+    this.#ddlClients = this.cluster === null ? this.#clients : make(opts.ddlTimeoutMs ?? 200_000);
     if (this.#clients.length === 0) throw new StoreError('SL_STORE_QUERY', 'CLICKHOUSE_URL: no server URL given');
     this.#downUntil = this.#clients.map(() => 0);
   }
@@ -220,8 +231,8 @@ export class ClickHouseServerStore implements Store {
    * replica cannot be reached (nothing ran there, so trying another is safe; an insert that
    * reached a replica and failed after is retried by its caller, and deduplicated).
    */
-  async #run<T>(op: (c: ClickHouseClient) => Promise<T>): Promise<T> {
-    const n = this.#clients.length;
+  async #run<T>(op: (c: ClickHouseClient) => Promise<T>, clients: ClickHouseClient[] = this.#clients): Promise<T> {
+    const n = clients.length;
     const now = Date.now();
     let first = this.#downUntil.findIndex((t) => t <= now);
     if (first === -1) first = 0;
@@ -229,7 +240,7 @@ export class ClickHouseServerStore implements Store {
     for (let k = 0; k < n; k++) {
       const i = (first + k) % n;
       try {
-        return await op(this.#clients[i]!);
+        return await op(clients[i]!);
       } catch (e) {
         if (n === 1 || !unreachable(e)) throw e;
         this.#downUntil[i] = Date.now() + this.#failoverMs;
@@ -241,7 +252,7 @@ export class ClickHouseServerStore implements Store {
 
   async command(sql: Sql): Promise<void> {
     try {
-      await this.#run((c) => c.command({ query: sql.text }));
+      await this.#run((c) => c.command({ query: sql.text }), this.#ddlClients);
     } catch (e) {
       throw new StoreError('SL_STORE_QUERY', `ClickHouse command failed: ${(e as Error).message}`, { cause: e });
     }
@@ -298,7 +309,7 @@ export class ClickHouseServerStore implements Store {
   }
 
   async close(): Promise<void> {
-    await Promise.all(this.#clients.map((c) => c.close()));
+    await Promise.all([...new Set([...this.#clients, ...this.#ddlClients])].map((c) => c.close()));
   }
 }
 
