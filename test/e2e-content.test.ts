@@ -40,6 +40,7 @@ let spoolDir: string;
 const apps: AppProcess[] = [];
 let gatewayUrl = '';
 let queryUrl = '';
+let appEnv: Record<string, string> = {};
 /** Keys by team: `gw` (gateway, read, content) and `read` (read only). */
 const keys: Record<string, { gw: string; read: string }> = {};
 
@@ -81,6 +82,7 @@ before(async () => {
   };
   gatewayUrl = `http://127.0.0.1:${gp}`;
   queryUrl = `http://127.0.0.1:${qp}`;
+  appEnv = env;
   const ingester = startApp('ingester', 'apps/ingester/src/main.ts', env);
   const query = startApp('query', 'apps/query/src/main.ts', env);
   const gateway = startApp('gateway', 'apps/gateway/src/main.ts', { ...env, GATEWAY_PORT: String(gp), SIGHTLINE_SPOOL_DIR: spoolDir });
@@ -181,7 +183,21 @@ test('policies redacted and none: personal data and secrets nowhere in ClickHous
     }
   }
 
-  // Every message of every NATS stream (capture batches, the directory, dead letters).
+  // What NATS holds. A batch waits in the capture stream until the ingester takes it (a work
+  // queue), so stop the ingester, send a request of the full team (the control) and one of the
+  // none team, and read every stream (capture batches, the directory, dead letters) while they
+  // wait there; then start an ingester again and see both captured.
+  const ingester = apps.find((a) => a.name === 'ingester')!;
+  assert.equal(await ingester.stop(), 0);
+  const publishedBefore = await gatewayMetric('sightline_capture_published_total');
+  const waiting: string[] = [];
+  {
+    const c = await oa(keys.open!.gw).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `Queue ${control} please` }] }).withResponse();
+    waiting.push(traceOf(c.response.headers));
+    const s = await oa(keys.silent!.gw).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `Keep ${silent} to yourself, once more` }] }).withResponse();
+    waiting.push(traceOf(s.response.headers));
+  }
+  await waitFor('both requests published', async () => (await gatewayMetric('sightline_capture_published_total')) - publishedBefore >= waiting.length, 30_000, 100);
   const nc = await connectNats(nats.url, 'e2e-content-reader');
   let streamText = '';
   let messages = 0;
@@ -201,6 +217,9 @@ test('policies redacted and none: personal data and secrets nowhere in ClickHous
   assert.ok(messages > 0 && streamText.includes(control), `the control prompt is in the stream (${messages} messages read)`);
   assert.ok(!streamText.includes(silent), 'the none team\'s prompt is in no NATS stream');
   assert.ok(!streamText.includes(LEAKED_KEY), 'no secret in NATS');
+  const again = startApp('ingester', 'apps/ingester/src/main.ts', appEnv);
+  apps.push(again);
+  for (const id of waiting) await capturedRequest(reader(queryUrl, ADMIN), id, 60_000);
 
   // Every text column of every table in ClickHouse.
   const store = new ClickHouseServerStore({ url: ch.url, database: 'sightline' });

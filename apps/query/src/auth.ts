@@ -2,7 +2,9 @@
  * Who calls the query API, and which team's rows they may read.
  *
  * With authentication on (SIGHTLINE_ADMIN_TOKEN set), every request but `/healthz`,
- * `/metrics` and `/openapi.json` carries the admin token or a Sightline key with the `read`
+ * `/metrics`, `/openapi.json` and the dashboard's static files (`/` and `/ui/…`: the page
+ * holds no data; it signs in and then calls this API with the key, like any client)
+ * carries the admin token or a Sightline key with the `read`
  * scope, as `Authorization: Bearer …` (or `x-api-key`). A team key reads its own team's rows
  * only, whatever it asks for; the admin token reads every team's. Off (no admin token): the
  * API answers everyone as the admin, and listens on loopback only (docs/api.md).

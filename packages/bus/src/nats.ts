@@ -34,7 +34,11 @@ export const DEADLETTER_STREAM = 'SIGHTLINE_DEADLETTER';
 export const DEADLETTER_SUBJECT = 'sightline.deadletter.v1';
 
 export interface StreamOptions {
-  /** Bytes the stream may hold before refusing new batches. Default 1 GiB. */
+  /**
+   * Bytes of batches not yet consumed the stream may hold before refusing new ones (the
+   * gateway then spools to disk). Default 1 GiB. Consumed batches do not count: the stream
+   * is a work queue, so a batch is removed once the ingester acknowledges it.
+   */
   maxBytes?: number;
   /** Milliseconds a batch is kept if never consumed. Default 7 days. */
   maxAgeMs?: number;
@@ -128,15 +132,31 @@ export async function connectNats(url: string, name: string, extra: Partial<Conn
   });
 }
 
+/** What ensureStream found. */
+export interface StreamCheck {
+  /**
+   * The stream's retention: `workqueue` for streams this version creates; `limits` for one
+   * created by an earlier version (NATS cannot change a stream's retention in place), whose
+   * acknowledged batches the ingester then purges itself (NatsConsumer).
+   */
+  retention: 'workqueue' | 'limits' | 'interest';
+}
+
 /**
  * Creates the stream, or verifies and updates an existing one so it carries our subject
  * and a dedup window: the gateway calls this at start.
+ *
+ * Work-queue retention: a batch leaves the stream when the ingester acknowledges it, so
+ * `max_bytes` bounds the backlog, not the traffic since the stream was made. (With limits
+ * retention, acknowledged batches stayed until max_age: after 1 GiB of capture within 7
+ * days the stream refused every new batch.) The one durable consumer takes everything, as
+ * a work queue requires (https://docs.nats.io/nats-concepts/jetstream/streams#retentionpolicy).
  */
-export async function ensureStream(jsm: JetStreamManager, opts: StreamOptions = {}): Promise<void> {
+export async function ensureStream(jsm: JetStreamManager, opts: StreamOptions = {}): Promise<StreamCheck> {
   const want: Partial<StreamConfig> = {
     name: STREAM_NAME,
     subjects: [SUBJECT],
-    retention: RetentionPolicy.Limits,
+    retention: RetentionPolicy.Workqueue,
     storage: StorageType.File,
     discard: DiscardPolicy.New,
     max_bytes: opts.maxBytes ?? 1024 ** 3,
@@ -150,12 +170,13 @@ export async function ensureStream(jsm: JetStreamManager, opts: StreamOptions = 
   } catch (e) {
     if (!isNotFound(e)) throw e;
     await jsm.streams.add(want);
-    return;
+    return { retention: 'workqueue' };
   }
   const cfg = info.config;
   if (!cfg.subjects.includes(SUBJECT) || cfg.duplicate_window !== want.duplicate_window || cfg.num_replicas !== want.num_replicas) {
     await jsm.streams.update(STREAM_NAME, { ...cfg, subjects: [...new Set([...cfg.subjects, SUBJECT])], duplicate_window: want.duplicate_window!, num_replicas: want.num_replicas! });
   }
+  return { retention: cfg.retention === RetentionPolicy.Workqueue ? 'workqueue' : cfg.retention === RetentionPolicy.Interest ? 'interest' : 'limits' };
 }
 
 function isNotFound(e: unknown): boolean {
@@ -188,19 +209,49 @@ export interface ConsumerOptions {
    * consumer follows its stream's count. Default 1.
    */
   replicas?: number;
+  /**
+   * Milliseconds between purges of acknowledged batches, for a stream with limits retention
+   * (made by an earlier version; see ensureStream). Default 30 000; 0: never.
+   */
+  purgeEveryMs?: number;
 }
 
 export class NatsConsumer implements BusConsumer {
+  #purgeTimer: NodeJS.Timeout | null = null;
+  #purging = false;
+
   private constructor(
     readonly nc: NatsConnection,
     readonly js: JetStreamClient,
+    /** The capture stream's retention, as ensureStream found it. */
+    readonly retention: StreamCheck['retention'],
   ) {}
+
+  /**
+   * Removes every batch below the durable consumer's ack floor (all acknowledged: nothing
+   * unconsumed is touched), so a limits-retention stream does not fill with batches already
+   * in ClickHouse. Returns how many were removed. Needless for a work queue, which removes
+   * each batch at its ack.
+   */
+  async purgeAcknowledged(): Promise<number> {
+    if (this.#purging) return 0;
+    this.#purging = true;
+    try {
+      const jsm = await this.nc.jetstreamManager();
+      const floor = (await jsm.consumers.info(STREAM_NAME, DURABLE_NAME)).ack_floor.stream_seq;
+      if (floor <= 0) return 0;
+      const r = await jsm.streams.purge(STREAM_NAME, { seq: floor + 1 });
+      return r.purged;
+    } finally {
+      this.#purging = false;
+    }
+  }
 
   /** Creates (or reuses) the durable consumer on the stream, creating the stream if needed. */
   static async open(nc: NatsConnection, opts: ConsumerOptions = {}): Promise<NatsConsumer> {
     const jsm = await nc.jetstreamManager();
     const replicas = opts.replicas ?? 1;
-    await ensureStream(jsm, { replicas });
+    const { retention } = await ensureStream(jsm, { replicas });
     try {
       await jsm.consumers.info(STREAM_NAME, DURABLE_NAME);
     } catch (e) {
@@ -229,7 +280,14 @@ export class NatsConsumer implements BusConsumer {
         num_replicas: replicas,
       });
     }
-    return new NatsConsumer(nc, nc.jetstream());
+    const consumer = new NatsConsumer(nc, nc.jetstream(), retention);
+    const every = opts.purgeEveryMs ?? 30_000;
+    if (retention === 'limits' && every > 0) {
+      // A failed purge (NATS away) is tried again at the next tick; the batches stay until then.
+      consumer.#purgeTimer = setInterval(() => void consumer.purgeAcknowledged().catch(() => {}), every);
+      consumer.#purgeTimer.unref();
+    }
+    return consumer;
   }
 
   async deadLetter(m: BusMessage, reason: string): Promise<void> {
@@ -261,6 +319,7 @@ export class NatsConsumer implements BusConsumer {
   }
 
   async close(): Promise<void> {
+    if (this.#purgeTimer !== null) clearInterval(this.#purgeTimer);
     await this.nc.drain().catch(() => this.nc.close());
   }
 }

@@ -1,6 +1,7 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { BusFullError, BusPayloadTooLargeError, MemoryBus, NatsPublisher, NatsConsumer, connectNats, ensureStream, STREAM_NAME, type BusConsumer, type BusPublisher } from '@sightline/bus';
+import { RetentionPolicy, StorageType } from 'nats';
 import { NatsServer } from '../../../test/support/servers.js';
 
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -108,6 +109,65 @@ test('ensureStream is idempotent and verifies an existing stream', async () => {
     assert.deepEqual(info.config.subjects, ['sightline.spans.v1']);
     assert.equal(info.config.duplicate_window, 120_000 * 1e6);
     await nc.close();
+  } finally {
+    await server.dispose();
+  }
+});
+
+test('the capture stream is a work queue: acknowledged batches leave it, so max_bytes bounds the backlog, not all traffic', async () => {
+  const server = await NatsServer.start();
+  try {
+    const pubConn = await connectNats(server.url, 'test-pub');
+    const jsm = await pubConn.jetstreamManager();
+    // 64 KiB of room; 40 rounds of 8 batches of 4 KiB = 1.25 MiB go through it.
+    assert.deepEqual(await ensureStream(jsm, { maxBytes: 64 * 1024 }), { retention: 'workqueue' });
+    assert.equal((await jsm.streams.info(STREAM_NAME)).config.retention, RetentionPolicy.Workqueue);
+    const pub = new NatsPublisher(pubConn);
+    const con = await NatsConsumer.open(await connectNats(server.url, 'test-con'));
+    let delivered = 0;
+    for (let round = 0; round < 40; round++) {
+      for (let i = 0; i < 8; i++) await pub.publish(new Uint8Array(4096), `r${round}-${i}`, 2000);
+      const got = await con.fetch(8, 1000);
+      for (const m of got) await m.ack();
+      delivered += got.length;
+    }
+    assert.equal(delivered, 320);
+    const state = (await jsm.streams.info(STREAM_NAME)).state;
+    assert.deepEqual([state.messages, state.last_seq], [0, 320]);
+    // Still full means refused: the bound holds for what is not consumed.
+    let refused = 0;
+    for (let i = 0; i < 40 && refused === 0; i++) await pub.publish(new Uint8Array(4096), `backlog-${i}`, 2000).catch(() => refused++);
+    assert.equal(refused, 1);
+    await pub.close();
+    await con.close();
+  } finally {
+    await server.dispose();
+  }
+});
+
+test('a capture stream made with limits retention by an earlier version: the ingester purges what it acknowledged, and nothing else', async () => {
+  const server = await NatsServer.start();
+  try {
+    const pubConn = await connectNats(server.url, 'test-pub');
+    const jsm = await pubConn.jetstreamManager();
+    await jsm.streams.add({ name: STREAM_NAME, subjects: ['sightline.spans.v1'], retention: RetentionPolicy.Limits, storage: StorageType.File, duplicate_window: 120_000 * 1e6 });
+    assert.deepEqual(await ensureStream(jsm), { retention: 'limits' });
+    const pub = new NatsPublisher(pubConn);
+    const con = await NatsConsumer.open(await connectNats(server.url, 'test-con'), { purgeEveryMs: 0 });
+    assert.equal(con.retention, 'limits');
+    for (let i = 0; i < 20; i++) await pub.publish(enc(`b${i}`), `b${i}`, 2000);
+    const first = await con.fetch(15, 1000);
+    assert.equal(first.length, 15);
+    for (const m of first) await m.ack();
+    assert.equal(await con.purgeAcknowledged(), 15);
+    assert.equal(await con.purgeAcknowledged(), 0);
+    assert.equal((await jsm.streams.info(STREAM_NAME)).state.messages, 5);
+    const rest = await con.fetch(10, 1000);
+    assert.deepEqual(rest.map((m) => dec(m.data)), ['b15', 'b16', 'b17', 'b18', 'b19']);
+    for (const m of rest) await m.ack();
+    assert.equal(await con.purgeAcknowledged(), 5);
+    await pub.close();
+    await con.close();
   } finally {
     await server.dispose();
   }
