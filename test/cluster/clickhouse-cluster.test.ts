@@ -77,6 +77,11 @@ test('migrations on the cluster: replicated local tables and Distributed tables 
   const again = await migrate(new ClickHouseServerStore({ url: chc.replicas[1]!.url, database: DB, cluster: 'sightline' }));
   assert.deepEqual(again.applied, []);
   assert.equal(again.skipped.length, 7);
+  // A database made for one server is refused, not taken for a cluster's.
+  const solo = new ClickHouseServerStore({ url: chc.replicas[0]!.url, database: 'solo' });
+  await migrate(solo);
+  await assert.rejects(migrate(new ClickHouseServerStore({ url: chc.url, database: 'solo', cluster: 'sightline' })), /created for a single server/);
+  await solo.close();
   // One row of rollup_state for the cluster, not one per node.
   assert.equal(Number((await one<{ n: string }>(store, sql`SELECT count() AS n FROM ${table(DB, 'rollup_state')} WHERE name = 'stage_spans_since'`)).n), 1);
 });

@@ -52,6 +52,12 @@ after(async () => {
   await Promise.all([nats.dispose(), ch.dispose(), mock.close()]);
 });
 
+async function metric(url: string, name: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+  return line === undefined ? Number.NaN : Number(line.slice(name.length + 1));
+}
+
 /** The stream's info as the cluster reports it: its leader and how its replicas stand. */
 async function streamInfo(name: string) {
   return (await nc.jetstreamManager({ timeout: 10_000 })).streams.info(name);
@@ -121,4 +127,5 @@ test('the capture stream leader SIGKILLed under load through two gateways, resta
     return r.length === 2 && r.every((x) => x.current && !x.offline);
   }, 30_000, 200);
   assert.ok(ing.app.running && g1!.app.running && g2!.app.running, 'no app exited');
+  for (const g of [g1!, g2!]) assert.equal(await metric(g.url, 'sightline_capture_dropped_total'), 0, 'no batch dropped');
 });

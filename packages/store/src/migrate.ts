@@ -83,8 +83,12 @@ export async function migrate(store: Store, migrations: Migration[] = readMigrat
   } else {
     // ON CLUSTER statements wait for every server: skipped when the record table is there
     // (it was created on every server), as at every start of an ingester after the first.
-    const [have] = await store.query<{ n: number | string }>(sql`SELECT count() AS n FROM system.tables WHERE database = ${store.database} AND name = 'schema_migrations'`);
-    if (Number(have?.n ?? 0) === 0) {
+    const [have] = await store.query<{ engine: string }>(sql`SELECT engine FROM system.tables WHERE database = ${store.database} AND name = 'schema_migrations'`);
+    if (have !== undefined && !have.engine.startsWith('Replicated')) {
+      // Its tables are local ones: taking them for a cluster's would skip every migration.
+      throw new StoreError('SL_STORE_MIGRATION', `database ${store.database} was created for a single server (schema_migrations is ${have.engine}); CLICKHOUSE_CLUSTER needs a database created on the cluster (docs/scaling.md)`);
+    }
+    if (have === undefined) {
       const c = ident(cluster.cluster);
       const path = `/clickhouse/tables/all/${db.text}/schema_migrations`;
       await store.command(sql`CREATE DATABASE IF NOT EXISTS ${db} ON CLUSTER ${c}`);
