@@ -134,5 +134,14 @@ WHERE stages != total_ns OR last_end != end_ns OR (error_type != '' AND (failed 
     assert.equal(await one(sql`SELECT sum(requests) AS n FROM sightline.requests_agg_1m FINAL`), N);
     assert.equal(await one(sql`SELECT sum(requests) AS n FROM sightline.requests_agg_1h FINAL`), N);
     assert.equal(await one(sql`SELECT sum(spans) AS n FROM sightline.stages_agg_1m FINAL`), await one(sql`SELECT count() AS n FROM sightline.stage_spans FINAL`));
+    // The key-less twins (migration 008), which the dashboard reads, the same.
+    assert.equal(await one(sql`SELECT sum(requests) AS n FROM sightline.requests_team_agg_1m FINAL`), N);
+    assert.equal(await one(sql`SELECT sum(requests) AS n FROM sightline.requests_team_agg_1h FINAL`), N);
+    assert.equal(await one(sql`SELECT sum(spans) AS n FROM sightline.stages_team_agg_1h FINAL`), await one(sql`SELECT count() AS n FROM sightline.stage_spans FINAL`));
+    // Fewer rows than the per-key rollup: that is their point.
+    assert.ok(
+      (await one(sql`SELECT count() AS n FROM sightline.stages_team_agg_1h FINAL`)) < (await one(sql`SELECT count() AS n FROM sightline.stages_agg_1h FINAL`)),
+      'the key-less stage hours have fewer rows than the per-key ones',
+    );
   });
 });

@@ -15,7 +15,21 @@ const DAILY_TABLES = ['spans', 'requests', 'ingest_batches', 'stage_spans'] as c
 /** Tables partitioned by day that follow the content setting. */
 const CONTENT_TABLES = ['content'] as const;
 /** The rollups, partitioned by month. */
-const MONTHLY_TABLES = ['requests_1m', 'requests_agg_1m', 'requests_agg_1h', 'requests_agg_1d', 'stages_agg_1m', 'stages_agg_1h', 'stages_agg_1d'] as const;
+const MONTHLY_TABLES = [
+  'requests_1m',
+  'requests_agg_1m',
+  'requests_agg_1h',
+  'requests_agg_1d',
+  'stages_agg_1m',
+  'stages_agg_1h',
+  'stages_agg_1d',
+  'requests_team_agg_1m',
+  'requests_team_agg_1h',
+  'requests_team_agg_1d',
+  'stages_team_agg_1m',
+  'stages_team_agg_1h',
+  'stages_team_agg_1d',
+] as const;
 
 /** `YYYYMMDD` (UTC) of the day `days` days before `nowMs`. */
 function cutoffDay(nowMs: number, days: number): number {

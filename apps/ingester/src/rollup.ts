@@ -11,9 +11,17 @@
  * Recomputing is idempotent, so several ingesters may do it for the same period; the last
  * one to run has seen every row written before it started.
  *
+ * Each level has a key-less twin (migration 008: `requests_team_agg_1m`/`_1h`/`_1d`,
+ * `stages_team_agg_1m`/`_1h`/`_1d`), which the query API reads when a request names no key:
+ * whenever a period of a per-key rollup is recomputed, the same period of its twin is
+ * recomputed right after from it (the per-key table FINAL, the key summed out, states
+ * merged), with a newer version. So the twin of a period always sums the per-key rollup's
+ * newest computation of it, and is exact under redelivery for the same reason.
+ *
  * Periods touched but not recomputed (an ingester that died between its write and the next
- * round, or before a day it held ended) and data written before migration 005 are caught by
- * `reconcile`, which the ingester runs at start, a day at a time.
+ * round, or before a day it held ended) and data written before migration 005 (or, for the
+ * key-less twins, 008) are caught by `reconcile`, which the ingester runs at start, a day at
+ * a time.
  */
 import { ident, localTable, sql, table, type Sql, type Store } from '@sightline/store';
 import { unixNanoNow } from '@sightline/core';
@@ -54,6 +62,11 @@ export interface ReconcileResult {
   requestDays: number[];
   /** Days whose stage rollups were recomputed. */
   stageDays: number[];
+  /**
+   * Days whose key-less rollups (migration 008) were recomputed from the per-key ones,
+   * beyond those recomputed with them above (all days, the first time after the upgrade).
+   */
+  teamDays: number[];
 }
 
 export interface ReconcileOptions {
@@ -74,6 +87,14 @@ const LEVELS = {
   hour: { column: 'hour', requests: 'requests_agg_1h', stages: 'stages_agg_1h', from: { column: 'minute', requests: 'requests_agg_1m', stages: 'stages_agg_1m' }, start: sql`toStartOfHour(minute)` },
   day: { column: 'day', requests: 'requests_agg_1d', stages: 'stages_agg_1d', from: { column: 'hour', requests: 'requests_agg_1h', stages: 'stages_agg_1h' }, start: sql`toStartOfDay(hour)` },
 } as const;
+
+/** Each level's per-key tables and their key-less twins (migration 008). */
+const TEAM_LEVELS = {
+  minute: { column: 'minute', requests: 'requests_agg_1m', stages: 'stages_agg_1m', teamRequests: 'requests_team_agg_1m', teamStages: 'stages_team_agg_1m' },
+  hour: { column: 'hour', requests: 'requests_agg_1h', stages: 'stages_agg_1h', teamRequests: 'requests_team_agg_1h', teamStages: 'stages_team_agg_1h' },
+  day: { column: 'day', requests: 'requests_agg_1d', stages: 'stages_agg_1d', teamRequests: 'requests_team_agg_1d', teamStages: 'stages_team_agg_1d' },
+} as const;
+type Level = keyof typeof TEAM_LEVELS;
 
 export class Rollup {
   readonly #dirty = new Set<number>();
@@ -272,6 +293,7 @@ FROM ${table(db, 'stage_spans')} FINAL
 WHERE minute >= ${from} AND minute < ${to}
 GROUP BY minute, team, key_id, model, provider, stage`);
     }
+    await this.#team('minute', fromS, toS, parts);
   }
 
   /**
@@ -306,6 +328,40 @@ FROM ${table(db, L.from.stages)} FINAL
 WHERE ${range}
 GROUP BY ${col}, team, key_id, model, provider, stage`);
     }
+    await this.#team(level, fromS, toS, parts);
+  }
+
+  /**
+   * The key-less twins (migration 008) of the periods of one level starting in [fromS, toS),
+   * each from the same period of the per-key rollup (FINAL: its newest computation), the key
+   * summed out. Called right after the per-key periods are recomputed, with a version taken
+   * after theirs were written, so the last twin written sums the last per-key computation.
+   */
+  async #team(level: Level, fromS: number, toS: number, parts: RollupParts): Promise<void> {
+    const L = TEAM_LEVELS[level];
+    const db = this.store.database;
+    const col = ident(L.column);
+    const range = sql`${col} >= toDateTime(${fromS}, 'UTC') AND ${col} < toDateTime(${toS}, 'UTC')`;
+    if (parts.requests !== false) {
+      await this.store.command(sql`INSERT INTO ${table(db, L.teamRequests)} (${col}, team, model, provider, dialect, status_class, requests, errors, aborted, streams,
+  input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, total_ns_sum, gateway_ns_sum, upstream_ns_sum, gateway_ns_max, ttft_ns_sum, ttft_count,
+  total_ns_q, gateway_ns_q, ttft_ns_q, version)
+SELECT ${col}, team, model, provider, dialect, status_class, sum(requests), sum(errors), sum(aborted), sum(streams),
+  sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), sum(cache_write_tokens), sum(total_ns_sum), sum(gateway_ns_sum), sum(upstream_ns_sum), max(gateway_ns_max),
+  sum(ttft_ns_sum), sum(ttft_count),
+  quantilesTDigestMergeState(0.5, 0.95, 0.99)(total_ns_q), quantilesTDigestMergeState(0.5, 0.95, 0.99)(gateway_ns_q), quantilesTDigestIfMergeState(0.5, 0.95, 0.99)(ttft_ns_q),
+  ${unixNanoNow()}
+FROM ${table(db, L.requests)} FINAL
+WHERE ${range}
+GROUP BY ${col}, team, model, provider, dialect, status_class`);
+    }
+    if (parts.stages !== false) {
+      await this.store.command(sql`INSERT INTO ${table(db, L.teamStages)} (${col}, team, model, provider, stage, spans, errors, duration_ns_sum, duration_ns_q, version)
+SELECT ${col}, team, model, provider, stage, sum(spans), sum(errors), sum(duration_ns_sum), quantilesTDigestMergeState(0.5, 0.95, 0.99)(duration_ns_q), ${unixNanoNow()}
+FROM ${table(db, L.stages)} FINAL
+WHERE ${range}
+GROUP BY ${col}, team, model, provider, stage`);
+    }
   }
 
   /**
@@ -316,14 +372,17 @@ GROUP BY ${col}, team, key_id, model, provider, stage`);
    * 3. the stage rollup of recent days (and of days copied in 1) is checked against
    *    `stage_spans FINAL`, and recomputed where it differs;
    * 4. days and recent hours whose level rollups do not add up to their minutes (an hour
-   *    that ended while no ingester held it) are recomputed from them.
+   *    that ended while no ingester held it) are recomputed from them;
+   * 5. the key-less twins (migration 008) of every day whose day totals differ from the
+   *    per-key day's (every day, the first time after the upgrade), and of recent days whose
+   *    minutes or hours differ, are recomputed at every level from the per-key rollups.
    * Safe beside the rounds and other ingesters: every step is a full recomputation.
    */
   async reconcile(opts: ReconcileOptions = {}): Promise<ReconcileResult> {
     const db = this.store.database;
     const nowS = opts.nowS ?? Math.floor(this.now() / 1000);
     const recentFromS = dayStart(dayNumber(nowS - (opts.recentDays ?? 2) * DAY_S));
-    const out: ReconcileResult = { copiedDays: [], requestDays: [], stageDays: [] };
+    const out: ReconcileResult = { copiedDays: [], requestDays: [], stageDays: [], teamDays: [] };
 
     // 1. Stage spans written before the materialized view existed.
     const state = await this.store.query<{ name: string; lo: Num; hi: Num }>(
@@ -410,8 +469,39 @@ WHERE is_root = 0 AND name != 'upstream.attempt' AND start_time >= toDateTime(${
     }
     out.requestDays = [...new Set(out.requestDays)].sort((a, b) => a - b);
     out.stageDays = [...new Set(out.stageDays)].sort((a, b) => a - b);
-    if (out.copiedDays.length + out.requestDays.length + out.stageDays.length > 0) {
-      this.log(`rollup reconciled: copied stage spans of ${out.copiedDays.length} days, recomputed requests of ${out.requestDays.length} days and stages of ${out.stageDays.length}`);
+
+    // 5. The key-less twins against the per-key rollups they sum (counts per day, with FINAL
+    //    on both sides). Everything redone above brought its twins along; this finds the
+    //    periods of an ingester that died between the two, and fills the twins after the
+    //    upgrade to migration 008.
+    const teamDays = new Set<number>();
+    for (const kind of ['requests', 'stages'] as const) {
+      const n = ident(kind === 'requests' ? 'requests' : 'spans');
+      const parts: RollupParts = kind === 'requests' ? { stages: false } : { requests: false };
+      const perDay = (level: Level, team: boolean, recent: boolean) => {
+        const L = TEAM_LEVELS[level];
+        const col = ident(L.column);
+        const t = table(db, team ? (kind === 'requests' ? L.teamRequests : L.teamStages) : L[kind]);
+        return this.#counts(sql`SELECT toYYYYMMDD(${col}) AS d, sum(${n}) AS n FROM ${t} FINAL${recent ? sql` WHERE ${col} >= toDateTime(${recentFromS}, 'UTC')` : sql``} GROUP BY d`);
+      };
+      const bad = new Set<number>();
+      for (const [level, recent] of [['day', false], ['hour', true], ['minute', true]] as const) {
+        const perKey = await perDay(level, false, recent);
+        const twin = await perDay(level, true, recent);
+        for (const d of new Set([...perKey.keys(), ...twin.keys()])) if (perKey.get(d) !== twin.get(d)) bad.add(d);
+      }
+      for (const d of [...bad].sort((a, b) => a - b)) {
+        if (this.#stopped) return out;
+        const s = dayStart(d);
+        for (const level of ['minute', 'hour', 'day'] as const) await this.#team(level, s, s + DAY_S, parts);
+        teamDays.add(d);
+      }
+    }
+    out.teamDays = [...teamDays].sort((a, b) => a - b);
+    if (out.copiedDays.length + out.requestDays.length + out.stageDays.length + out.teamDays.length > 0) {
+      this.log(
+        `rollup reconciled: copied stage spans of ${out.copiedDays.length} days, recomputed requests of ${out.requestDays.length} days and stages of ${out.stageDays.length}, key-less rollups of ${out.teamDays.length} more`,
+      );
     }
     return out;
   }

@@ -15,7 +15,7 @@ import { Ingester, Rollup, Retention, renderIngesterMetrics } from '@sightline/a
 import { SpanBuilder } from '@sightline/spans';
 import type { CaptureBatchV1, CaptureBatchV2 } from '@sightline/core';
 import { ClickHouseServer, NatsServer, waitFor } from '../../../test/support/servers.js';
-import { batchOf, refusedRecord, unixNanoAgo } from '../../../test/support/records.js';
+import { batchOf, refusedRecord, servedRecord, unixNanoAgo } from '../../../test/support/records.js';
 import type { NatsConnection } from 'nats';
 
 let nats: NatsServer;
@@ -305,6 +305,111 @@ test('reconcile copies stage spans from before the rollups existed and recompute
   const again = await new Rollup(store).reconcile();
   assert.deepEqual([again.copiedDays, again.requestDays.includes(dayNum), again.stageDays.includes(dayNum)], [[], false, false]);
   assert.equal(await agg('requests_agg_1m', 'requests'), 4);
+});
+
+/**
+ * One team's rows of a rollup level, grouped without the key: from the per-key table (the
+ * key summed out here) or from its key-less twin (migration 008). Every column, the
+ * percentile states finalized, so the two must be equal.
+ */
+async function withoutKey(kind: 'requests' | 'stages', level: '1m' | '1h' | '1d', team: string, twin: boolean): Promise<Record<string, unknown>[]> {
+  const col = ident({ '1m': 'minute', '1h': 'hour', '1d': 'day' }[level]);
+  const name = `${kind}_${twin ? 'team_' : ''}agg_${level}`;
+  const dims = kind === 'requests' ? sql`team, model, provider, dialect, status_class` : sql`team, model, provider, stage`;
+  const measures =
+    kind === 'requests'
+      ? sql`sum(requests) AS n, sum(errors) AS e, sum(aborted) AS a, sum(streams) AS s, sum(input_tokens) AS it, sum(output_tokens) AS ot, sum(cache_read_tokens) AS cr,
+  sum(cache_write_tokens) AS cw, sum(total_ns_sum) AS tns, sum(gateway_ns_sum) AS gns, sum(upstream_ns_sum) AS uns, max(gateway_ns_max) AS gmax, sum(ttft_ns_sum) AS fns,
+  sum(ttft_count) AS fn, quantilesTDigestMerge(0.5, 0.95, 0.99)(total_ns_q) AS qt, quantilesTDigestMerge(0.5, 0.95, 0.99)(gateway_ns_q) AS qg,
+  quantilesTDigestIfMerge(0.5, 0.95, 0.99)(ttft_ns_q) AS qf`
+      : sql`sum(spans) AS n, sum(errors) AS e, sum(duration_ns_sum) AS dns, quantilesTDigestMerge(0.5, 0.95, 0.99)(duration_ns_q) AS qd`;
+  return store.query<Record<string, unknown>>(
+    sql`SELECT toUInt32(${col}) AS t, ${dims}, ${measures} FROM ${table('sightline', name)} FINAL WHERE team = ${team} GROUP BY t, ${dims} ORDER BY t, ${dims}`,
+  );
+}
+
+/** Asserts that every key-less rollup of `team` equals its per-key rollup summed over keys; returns the request count of each level. */
+async function twinsMatch(team: string): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const kind of ['requests', 'stages'] as const) {
+    for (const level of ['1m', '1h', '1d'] as const) {
+      const perKey = await withoutKey(kind, level, team, false);
+      const twin = await withoutKey(kind, level, team, true);
+      assert.deepEqual(twin, perKey, `${kind} ${level}`);
+      out[`${kind}_${level}`] = twin.reduce((n, r) => n + Number(r.n), 0);
+    }
+  }
+  return out;
+}
+
+test('the key-less rollups equal the per-key ones summed over keys at every level, a redelivered batch counted once', async () => {
+  const gw = new Gateway();
+  const team = gw.instance;
+  // Two keys and two models in one team, durations 151–156 ms (a served record's marks run to 150.05 ms).
+  const recs = Array.from({ length: 6 }, (_, i) => {
+    const r = servedRecord({ seq: 1000 + i, team });
+    r.keyId = i % 2 === 0 ? 'key_xxxxxxxxxxxxxxxx' : 'key_yyyyyyyyyyyyyyyy';
+    r.model = i < 4 ? 'gpt-4o' : 'gpt-4o-mini';
+    r.tFinish = r.t0 + 151 + i;
+    return r;
+  });
+  const b = batchOf(gw.instance, 1, recs);
+  await publish(b, 'twins-1');
+  await publish(b, 'twins-1-redelivered');
+  await waitFor('both writes', async () => (await gw.ledgerRows(b.batch)) === 2);
+  const sum = (t: string, col = 'requests') => count(sql`SELECT sum(${ident(col)}) AS n FROM ${table('sightline', t)} FINAL WHERE team = ${team}`);
+  await waitFor('rollups caught up', async () => {
+    await rollup.flush();
+    return (await sum('requests_team_agg_1h')) === 6 && (await sum('stages_team_agg_1h', 'spans')) === (await sum('stages_agg_1h', 'spans'));
+  }, 20_000);
+  // The day too (computed early here; rounds wait for the day to end).
+  const startS = Math.floor(Date.now() / 1000);
+  const minutes = await store.query<{ m: number | string }>(sql`SELECT DISTINCT toUInt32(minute) AS m FROM ${table('sightline', 'requests_agg_1m')} FINAL WHERE team = ${team}`);
+  for (const { m } of minutes) await rollup.recomputeRange(Number(m), Number(m) + 60);
+  assert.ok(minutes.length >= 1 && Number(minutes[0]!.m) <= startS);
+  const counts = await twinsMatch(team);
+  assert.deepEqual([counts.requests_1m, counts.requests_1h, counts.requests_1d], [6, 6, 6], 'each request once at every level');
+  // Ten stage spans per served request (test/support/records.ts), each once under FINAL.
+  const stageSpans = await count(sql`SELECT count() AS n FROM ${table('sightline', 'stage_spans')} FINAL WHERE team = ${team}`);
+  assert.equal(stageSpans, 6 * 10);
+  assert.deepEqual([counts.stages_1m, counts.stages_1h, counts.stages_1d], [stageSpans, stageSpans, stageSpans]);
+  // The twin has one row per group without the key: 2 models here, where the per-key day has 2 keys × 2 models.
+  assert.equal(await count(sql`SELECT count() AS n FROM ${table('sightline', 'requests_team_agg_1d')} FINAL WHERE team = ${team}`), 2);
+  assert.equal(await count(sql`SELECT count() AS n FROM ${table('sightline', 'requests_agg_1d')} FINAL WHERE team = ${team}`), 4);
+  assert.equal(rollup.failed, 0);
+});
+
+test('reconcile fills key-less rollups that miss periods (as after the upgrade to migration 008) from the per-key ones, once', async () => {
+  const gw = new Gateway();
+  const team = gw.instance;
+  const built = gw.batchV1(4);
+  const day = Math.floor(Date.now() / 1000) - 4 * 86400;
+  const dayNum = Number(new Date(day * 1000).toISOString().slice(0, 10).replaceAll('-', ''));
+  for (const r of built.requests) r.start_time = day;
+  for (const s of built.spans) s.start_time = day;
+  await store.insert('spans', built.spans);
+  await store.insert('requests', built.requests);
+  await new Rollup(store).recomputeRange(day - (day % 60), day - (day % 60) + 60);
+  assert.deepEqual(await twinsMatch(team), { requests_1m: 4, requests_1h: 4, requests_1d: 4, stages_1m: 12, stages_1h: 12, stages_1d: 12 });
+  // The twins lose this team's rows (an ingester of an older version wrote the per-key ones).
+  const twins = ['requests_team_agg_1m', 'requests_team_agg_1h', 'requests_team_agg_1d', 'stages_team_agg_1m', 'stages_team_agg_1h', 'stages_team_agg_1d'];
+  for (const t of twins) await store.command(sql`ALTER TABLE ${table('sightline', t)} DELETE WHERE team = ${team}`);
+  await waitFor('the deletes done', async () => {
+    let n = 0;
+    for (const t of twins) n += await count(sql`SELECT count() AS n FROM ${table('sightline', t)} WHERE team = ${team}`);
+    return n === 0;
+  }, 20_000);
+  await assert.rejects(twinsMatch(team), /requests 1m/);
+
+  const r = await new Rollup(store).reconcile();
+  assert.ok(r.teamDays.includes(dayNum), JSON.stringify(r));
+  assert.ok(!r.requestDays.includes(dayNum) && !r.stageDays.includes(dayNum), 'the per-key rollups were right: only the twins recomputed');
+  assert.deepEqual(await twinsMatch(team), { requests_1m: 4, requests_1h: 4, requests_1d: 4, stages_1m: 12, stages_1h: 12, stages_1d: 12 });
+
+  // Done once: the next start finds nothing to do for that day, and nothing counts twice.
+  const again = await new Rollup(store).reconcile();
+  assert.equal(again.teamDays.includes(dayNum), false, JSON.stringify(again));
+  assert.deepEqual(await twinsMatch(team), { requests_1m: 4, requests_1h: 4, requests_1d: 4, stages_1m: 12, stages_1h: 12, stages_1d: 12 });
 });
 
 test('retention drops daily partitions older than the setting, and nothing newer', async () => {

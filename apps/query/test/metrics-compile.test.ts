@@ -66,14 +66,14 @@ test('a range is read from the coarsest level that covers each part: ended days,
   const p = planMetrics({ metrics: ['requests', 'p99_ms'], group_by: ['team'], filters: { model: ['m'] } }, { fromNs: BigInt(at(1, 10, 30)) * 1_000_000_000n, toNs: BigInt(at(8, 14, 15)) * 1_000_000_000n }, null, NOW_S);
   const text = compileMetrics(p, 'db').text;
   assert.equal(text.match(/UNION ALL/g)?.length, 4);
-  assert.match(text, /SELECT day AS minute, team, requests, total_ns_q FROM db\.requests_agg_1d FINAL\n  WHERE day >= toDateTime\(1751414400, 'UTC'\) AND day < toDateTime\(1751932800, 'UTC'\) AND model IN \('m'\)/);
-  assert.match(text, /SELECT hour AS minute, team, requests, total_ns_q FROM db\.requests_agg_1h FINAL/);
+  assert.match(text, /SELECT day AS minute, team, requests, total_ns_q FROM db\.requests_team_agg_1d FINAL\n  WHERE day >= toDateTime\(1751414400, 'UTC'\) AND day < toDateTime\(1751932800, 'UTC'\) AND model IN \('m'\)/);
+  assert.match(text, /SELECT hour AS minute, team, requests, total_ns_q FROM db\.requests_team_agg_1h FINAL/);
 });
 
 test('request metrics compile to the request rollup with FINAL, the team scope and each filter as IN lists', () => {
   const p = plan({ metrics: ['requests', 'errors', 'p99_ms', 'ttft_p50_ms'], group_by: ['model', 'status_class'], filters: { status_class: ['5xx', '4xx'], model: ["it's"] } }, ['alpha']);
   const text = compileMetrics(p, 'sightline').text;
-  assert.match(text, /FROM sightline\.requests_agg_1m FINAL\n  WHERE minute >= toDateTime\(1751371200, 'UTC'\) AND minute < toDateTime\(1751371560, 'UTC'\) AND team IN \('alpha'\)/);
+  assert.match(text, /FROM sightline\.requests_team_agg_1m FINAL\n  WHERE minute >= toDateTime\(1751371200, 'UTC'\) AND minute < toDateTime\(1751371560, 'UTC'\) AND team IN \('alpha'\)/);
   assert.doesNotMatch(text, /UNION ALL/, 'six minutes: the minute rollup alone');
   assert.match(text, /status_class IN \(500, 400\)/);
   assert.match(text, /model IN \('it\\'s'\)/, 'values are bound as literals');
@@ -88,7 +88,7 @@ test('request metrics compile to the request rollup with FINAL, the team scope a
 test('stage queries read the stage rollup; an interval adds the bucket; the top groups restrict the series', () => {
   const p = plan({ metrics: ['requests', 'p50_ms', 'errors'], group_by: ['stage'], interval: '1m', limit: 3 });
   const top = compileTopGroups(p, 'db').text;
-  assert.match(top, /SELECT stage AS d_stage, sum\(spans\) AS n FROM \(SELECT minute, stage, spans FROM db\.stages_agg_1m FINAL/);
+  assert.match(top, /SELECT stage AS d_stage, sum\(spans\) AS n FROM \(SELECT minute, stage, spans FROM db\.stages_team_agg_1m FINAL/);
   assert.match(top, /LIMIT 4$/);
   const text = compileMetrics(p, 'db', { top: [{ d_stage: 'parse', n: 1 }, { d_stage: 'upstream.wait', n: 1 }] }).text;
   assert.match(text, /intDiv\(toUInt32\(minute\), 60\) \* 60 AS t/);
@@ -101,7 +101,7 @@ test('stage queries read the stage rollup; an interval adds the bucket; the top 
 
 test('cost is priced per rollup row with its model\'s prices, so it is right without model in group_by', () => {
   const p = plan({ metrics: ['cost_usd'], group_by: ['team'] });
-  assert.match(compileModels(p, 'db').text, /SELECT DISTINCT model FROM \(SELECT minute, model FROM db\.requests_agg_1m\n  WHERE/);
+  assert.match(compileModels(p, 'db').text, /SELECT DISTINCT model FROM \(SELECT minute, model FROM db\.requests_team_agg_1m\n  WHERE/);
   const prices = [
     { model: 'gpt-4o', price: { input: 2.5, output: 10, cacheRead: 1.25, cacheWrite: 2.5 } },
     { model: 'claude-x', price: { input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75 } },
@@ -112,6 +112,25 @@ test('cost is priced per rollup row with its model\'s prices, so it is right wit
   assert.match(text, /sumIf\(input_tokens \+ output_tokens, NOT has\(\['gpt-4o', 'claude-x'\], model\)\) AS m_unpriced/);
   // No prices at all: every token is unpriced.
   assert.match(compileMetrics(p, 'db').text, /toFloat64\(0\) AS m_cost, sum\(input_tokens \+ output_tokens\) AS m_unpriced/);
+});
+
+test('without `key` in group_by or filters the key-less rollups are read (migration 008); with it, the per-key ones', () => {
+  const long = { fromNs: ns(T0 - 3 * 86_400_000 + 600_000), toNs: ns(T0 + 600_000) };
+  const tables = (text: string) => [...new Set([...text.matchAll(/FROM db\.([a-z_0-9]+)/g)].map((m) => m[1]))].sort();
+  const keyless = planMetrics({ metrics: ['requests', 'p99_ms', 'cost_usd'], group_by: ['team', 'model'] }, long, ['alpha'], NOW_S);
+  assert.deepEqual(tables(compileMetrics(keyless, 'db').text), ['requests_team_agg_1d', 'requests_team_agg_1h', 'requests_team_agg_1m']);
+  assert.deepEqual(tables(compileTopGroups(keyless, 'db').text), ['requests_team_agg_1d', 'requests_team_agg_1h', 'requests_team_agg_1m']);
+  assert.deepEqual(tables(compileModels(keyless, 'db').text), ['requests_team_agg_1d', 'requests_team_agg_1h', 'requests_team_agg_1m']);
+  assert.doesNotMatch(compileMetrics(keyless, 'db').text, /key_id/);
+  for (const body of [{ group_by: ['key'] }, { filters: { key: ['key_a'] } }] as Partial<MetricsBody>[]) {
+    const p = planMetrics({ metrics: ['requests', 'p99_ms', 'cost_usd'], ...body }, long, null, NOW_S);
+    assert.deepEqual(tables(compileMetrics(p, 'db').text), ['requests_agg_1d', 'requests_agg_1h', 'requests_agg_1m'], JSON.stringify(body));
+    assert.deepEqual(tables(compileModels(p, 'db').text), ['requests_agg_1d', 'requests_agg_1h', 'requests_agg_1m'], JSON.stringify(body));
+  }
+  const stages = planMetrics({ metrics: ['requests', 'p99_ms'], group_by: ['stage', 'model'] }, long, null, NOW_S);
+  assert.deepEqual(tables(compileMetrics(stages, 'db').text), ['stages_team_agg_1d', 'stages_team_agg_1h', 'stages_team_agg_1m']);
+  const stagesByKey = planMetrics({ metrics: ['requests', 'p99_ms'], group_by: ['stage', 'key'] }, long, null, NOW_S);
+  assert.deepEqual(tables(compileMetrics(stagesByKey, 'db').text), ['stages_agg_1d', 'stages_agg_1h', 'stages_agg_1m']);
 });
 
 test('rows: dimensions as asked, status class as 5xx, cost null with unpriced tokens, every bucket filled with zeros', () => {

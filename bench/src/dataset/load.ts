@@ -32,6 +32,8 @@ export interface RollupResult {
   reconcileMs: number;
   requestDays: number;
   stageDays: number;
+  /** Days whose key-less rollups (migration 008) reconcile filled or recomputed beyond those. */
+  teamDays?: number;
   mergeWaitMs: number;
   /**
    * What a running ingester pays per round at this size (median of 3): one minute of every
@@ -120,7 +122,7 @@ export async function rollups(store: Store, lastMinuteS: number, log: (m: string
   let t0 = process.hrtime.bigint();
   const r = await rollup.reconcile();
   const reconcileMs = msSince(t0);
-  log(`rollups: reconcile recomputed requests of ${r.requestDays.length} days and stages of ${r.stageDays.length} in ${(reconcileMs / 1000).toFixed(0)} s`);
+  log(`rollups: reconcile recomputed requests of ${r.requestDays.length} days and stages of ${r.stageDays.length}, key-less rollups of ${r.teamDays.length} more, in ${(reconcileMs / 1000).toFixed(0)} s`);
   const mergeWaitMs = await waitForMerges(store, 20 * 60_000, log);
   const minute: number[] = [];
   const full: number[] = [];
@@ -133,5 +135,5 @@ export async function rollups(store: Store, lastMinuteS: number, log: (m: string
     full.push(msSince(t0));
   }
   const mid = (xs: number[]) => [...xs].sort((a, b) => a - b)[1]!;
-  return { reconcileMs, requestDays: r.requestDays.length, stageDays: r.stageDays.length, mergeWaitMs, minuteMs: mid(minute), minuteWithHourAndDayMs: mid(full) };
+  return { reconcileMs, requestDays: r.requestDays.length, stageDays: r.stageDays.length, teamDays: r.teamDays.length, mergeWaitMs, minuteMs: mid(minute), minuteWithHourAndDayMs: mid(full) };
 }

@@ -14,7 +14,9 @@
  * Flags: --requests N (default 10,000,000), --days D (30), --seed S (1), --repeat R (5),
  * --dir DIR (data directory; default a new one under the temporary directory), --keep (leave
  * it, and the server's data, in place for --reuse), --reuse DIR (measure a directory loaded by
- * an earlier --keep run, without loading), --out DIR (bench/results), --only id,… (scenarios).
+ * an earlier --keep run, without loading), --upgrade (with --reuse: first apply the migrations
+ * that directory lacks and run `Rollup.reconcile()`, timed, as an ingester of this version
+ * does at start on an older database), --out DIR (bench/results), --only id,… (scenarios).
  * Exit code 0 when every query met its target, 1 when one did not, 2 on a failure.
  */
 import { spawnSync } from 'node:child_process';
@@ -23,16 +25,16 @@ import { cpus, loadavg, release, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { ClickHouseServerStore, sql, table, type Store } from '@sightline/store';
+import { ClickHouseServerStore, migrate, sql, table, type Store } from '@sightline/store';
 import { catalogue, hours } from './catalogue.js';
 import { applyMigrations, generate, rollups, tableSizes, waitForMerges, type LoadResult, type RollupResult } from './load.js';
 import { cursorAt, measure, median, positionBefore, positionFromEnd, send, startApi, type Api, type ScenarioResult } from './measure.js';
-import { markdown, type DatasetReport, type PagingResult } from './report.js';
+import { markdown, type DatasetReport, type PagingResult, type UpgradeResult } from './report.js';
 import { listingParams, listingScenario, listingUrl, metricsScenarios, slowestTodayScenario, todayP99Scenario } from './scenarios.js';
 import { DatasetClickHouse } from './server.js';
 
 const USAGE = `usage: npm --prefix bench run dataset -- [--requests N] [--days D] [--seed S] [--repeat R]
-       [--dir DIR] [--keep] [--reuse DIR] [--out DIR] [--only id,...]`;
+       [--dir DIR] [--keep] [--reuse DIR [--upgrade]] [--out DIR] [--only id,...]`;
 
 const META = 'sightline-dataset.json';
 
@@ -43,6 +45,8 @@ interface Meta {
   fromS: number;
   toS: number;
   load: (LoadResult & { rollups: RollupResult }) | null;
+  /** Upgrades by later `--reuse --upgrade` runs, oldest first. */
+  upgrades?: UpgradeResult[];
 }
 
 const log = (m: string): void => {
@@ -59,6 +63,7 @@ function flags() {
       dir: { type: 'string' },
       keep: { type: 'boolean', default: false },
       reuse: { type: 'string' },
+      upgrade: { type: 'boolean', default: false },
       out: { type: 'string', default: fileURLToPath(new URL('../../results/', import.meta.url)) },
       only: { type: 'string' },
       help: { type: 'boolean', default: false },
@@ -73,7 +78,9 @@ function flags() {
     if (!Number.isInteger(x) || x < min || x > max) throw new Error(`--${name} must be an integer from ${min} to ${max}, got ${v}`);
     return x;
   };
+  if (values.upgrade && values.reuse === undefined) throw new Error('--upgrade needs --reuse DIR');
   return {
+    upgrade: values.upgrade,
     requests: int('requests', values.requests, 1000, 1_000_000_000),
     // The listing's range is 30 days (its limit is 31): fewer days shorten every range.
     days: int('days', values.days, 2, 31),
@@ -135,6 +142,15 @@ async function main(): Promise<number> {
     if (reused) {
       meta = JSON.parse(readFileSync(join(dir, META), 'utf8')) as Meta;
       log(`reusing ${meta.requests.toLocaleString('en-US')} requests over ${meta.days} days`);
+      if (f.upgrade) {
+        const t0 = process.hrtime.bigint();
+        const applied = (await migrate(loader)).applied;
+        const migrateMs = Math.round(Number(process.hrtime.bigint() - t0) / 1e6);
+        log(`upgrade: migrations ${applied.length === 0 ? 'none new' : applied.join(', ')} in ${migrateMs} ms; reconciling`);
+        const roll = await rollups(loader, meta.toS - 60, log);
+        meta.upgrades = [...(meta.upgrades ?? []), { at: new Date().toISOString(), migrations: applied, migrateMs, rollups: roll }];
+        writeFileSync(join(dir, META), JSON.stringify(meta, null, 2));
+      }
     } else {
       const toS = Math.floor(Date.now() / 60_000) * 60;
       const cat = catalogue(f.seed);
@@ -214,6 +230,7 @@ async function main(): Promise<number> {
         dataDirBytes: duBytes(dir),
         tables,
         load: meta.load,
+        upgrades: meta.upgrades ?? [],
         reused,
       },
       scenarios: results,

@@ -11,6 +11,14 @@ export interface PagingResult {
   maxMs: number;
 }
 
+/** A `--reuse --upgrade` run: the migrations it applied and the reconcile that followed. */
+export interface UpgradeResult {
+  at: string;
+  migrations: string[];
+  migrateMs: number;
+  rollups: RollupResult;
+}
+
 export interface DatasetReport {
   startedAt: string;
   finishedAt: string;
@@ -36,6 +44,8 @@ export interface DatasetReport {
     tables: TableSize[];
     /** How the data directory was loaded (by this run, or by the earlier one it reuses). */
     load: (LoadResult & { rollups: RollupResult }) | null;
+    /** Upgrades of the data directory by `--reuse --upgrade` runs (this one's last), oldest first. */
+    upgrades: UpgradeResult[];
     /** True: measured a directory an earlier `--keep` run loaded (`--reuse`). */
     reused: boolean;
   };
@@ -68,6 +78,11 @@ export function markdown(r: DatasetReport): string {
     );
     out.push(
       `- rollups (the ingester's \`Rollup.reconcile()\`): ${secs(l.rollups.reconcileMs)} for ${l.rollups.requestDays} days of requests and ${l.rollups.stageDays} of stages; merges settled after ${secs(l.rollups.mergeWaitMs)}. One live round at this size: a minute of every minute rollup ${l.rollups.minuteMs} ms, with its hour and day ${l.rollups.minuteWithHourAndDayMs} ms`,
+    );
+  }
+  for (const u of d.upgrades ?? []) {
+    out.push(
+      `- upgrade of ${u.at} (\`--reuse --upgrade\`): migrations ${u.migrations.length === 0 ? 'none new' : u.migrations.join(', ')} in ${u.migrateMs} ms; \`Rollup.reconcile()\` ${secs(u.rollups.reconcileMs)} (${u.rollups.requestDays} days of requests and ${u.rollups.stageDays} of stages recomputed, key-less rollups of ${u.rollups.teamDays ?? 0} more days filled); merges settled after ${secs(u.rollups.mergeWaitMs)}. One live round now: a minute of every minute rollup ${u.rollups.minuteMs} ms, with its hour and day ${u.rollups.minuteWithHourAndDayMs} ms`,
     );
   }
   out.push('', '| table | rows | parts | on disk | uncompressed |', '|---|---:|---:|---:|---:|');

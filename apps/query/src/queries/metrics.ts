@@ -8,7 +8,11 @@
  * or in `filters`), where the latency metrics are the stage's. A range is read from the
  * coarsest level that covers each part of it (splitRange): whole days from the day rollup,
  * whole hours from the hour rollup, the ragged ends from the minutes, all merged in one
- * query — so 30 days read about 30 days' rows, not 43 200 minutes'. Counts, token sums and
+ * query — so 30 days read about 30 days' rows, not 43 200 minutes'. A query that neither
+ * groups nor filters by `key` reads the key-less twins of those tables instead (migration
+ * 008: `requests_team_agg_*`, `stages_team_agg_*`, the same groups with the key summed out),
+ * which have several times fewer rows, so several times fewer t-digest states to merge —
+ * the bulk of a long range's cost (docs/benchmarks.md). Counts, token sums and
  * cost are exact; percentiles merge t-digest states, so they are estimates (docs/api.md).
  * Cost is computed in SQL per rollup row with that row's model's prices (passed in as
  * constants), so it is right whatever the grouping.
@@ -220,11 +224,18 @@ const LEVEL = {
 } as const;
 
 /**
+ * Which rollup: the per-key tables (`requests_agg_*`, `stages_agg_*`, migration 005) or their
+ * key-less twins (`requests_team_agg_*`, `stages_team_agg_*`, migration 008), which have
+ * every column but `key_id`.
+ */
+export type RollupKind = 'requests' | 'stages' | 'requests_team' | 'stages_team';
+
+/**
  * The rows of a rollup over `ranges`, each part from its level's table (with FINAL, unless
  * only distinct values are wanted), as one UNION ALL whose time column is `minute`.
  * `columns` are passed through; `where` (filters, no time) applies to every part.
  */
-export function rollupSource(database: string, kind: 'requests' | 'stages', ranges: readonly LevelRange[], columns: readonly string[], where: Sql | null, final = true): Sql {
+export function rollupSource(database: string, kind: RollupKind, ranges: readonly LevelRange[], columns: readonly string[], where: Sql | null, final = true): Sql {
   const parts = ranges.map((r) => {
     const L = LEVEL[r.level];
     const time = ident(L.column);
@@ -440,10 +451,20 @@ function rawSource(plan: MetricsPlan, database: string, extra: Sql | null): Sql 
   return extra === null ? sql`(${inner})` : sql`(SELECT * FROM (${inner}) WHERE ${extra})`;
 }
 
+/** Whether the plan needs the per-key rollups: it groups or filters by `key`. */
+export function needsKey(plan: MetricsPlan): boolean {
+  return plan.groupBy.includes('key') || plan.filters.key !== undefined;
+}
+
+/** The rollup a plan reads: the key-less twin unless it needs the key. */
+function rollupKind(plan: MetricsPlan): RollupKind {
+  return needsKey(plan) ? plan.mode : plan.mode === 'requests' ? 'requests_team' : 'stages_team';
+}
+
 function source(plan: MetricsPlan, database: string, columns: readonly string[], extra: Sql | null = null): Sql {
   if (plan.raw) return rawSource(plan, database, extra);
   const where = whereOf(plan);
-  return rollupSource(database, plan.mode, plan.ranges, columns, where === null ? extra : extra === null ? where : sql`${where} AND ${extra}`);
+  return rollupSource(database, rollupKind(plan), plan.ranges, columns, where === null ? extra : extra === null ? where : sql`${where} AND ${extra}`);
 }
 
 /** The plan's team scope and filters on a rollup (the time range is each part's: rollupSource). */
@@ -521,7 +542,7 @@ function aggregates(plan: MetricsPlan): Aggregates {
 /** The models with rows in the plan's range: their prices go into the cost expression. */
 export function compileModels(plan: MetricsPlan, database: string): Sql {
   if (plan.raw) return sql`SELECT DISTINCT model FROM ${rawSource(plan, database, null)} LIMIT 10001`;
-  return sql`SELECT DISTINCT model FROM ${rollupSource(database, 'requests', plan.ranges, ['model'], whereOf(plan), false)} LIMIT 10001`;
+  return sql`SELECT DISTINCT model FROM ${rollupSource(database, needsKey(plan) ? 'requests' : 'requests_team', plan.ranges, ['model'], whereOf(plan), false)} LIMIT 10001`;
 }
 
 /**

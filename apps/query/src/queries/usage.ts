@@ -43,8 +43,9 @@ export interface UsageFilter {
 
 /**
  * Usage and cost from the request rollups (migration 005: whole days and hours from
- * requests_agg_1d and _1h, the ends from requests_agg_1m, FINAL), grouped as asked.
- * Minutes are whole: `from` is rounded down and `to` up to the minute.
+ * requests_agg_1d and _1h, the ends from requests_agg_1m, FINAL), grouped as asked; from
+ * their key-less twins (migration 008, requests_team_agg_*) when neither the grouping nor
+ * the filter names a key. Minutes are whole: `from` is rounded down and `to` up to the minute.
  */
 export async function usage(store: Store, f: UsageFilter, priceOf: PriceOf): Promise<{ rows: UsageRow[]; total: UsageRow }> {
   const from = f.fromS - (f.fromS % 60);
@@ -54,13 +55,15 @@ export async function usage(store: Store, f: UsageFilter, priceOf: PriceOf): Pro
   if (f.model !== null) where.push(sql`model = ${f.model}`);
   if (f.provider !== null) where.push(sql`provider = ${f.provider}`);
   const ranges = splitRange(from, f.toS, null, f.nowS ?? Math.floor(Date.now() / 1000));
-  const columns = ['team', 'key_id', 'model', 'provider', 'dialect', 'requests', 'errors', 'aborted', 'streams', 'input_tokens', 'output_tokens', 'cache_read_tokens', 'cache_write_tokens', 'gateway_ns_sum'];
-  const src = rollupSource(store.database, 'requests', ranges, columns, where.length === 0 ? null : join(where, sql` AND `));
+  const byKey = f.key !== null || f.groupBy.includes('key');
+  const dims = byKey ? sql`team, key_id, model, provider, dialect` : sql`team, model, provider, dialect`;
+  const columns = ['team', ...(byKey ? ['key_id'] : []), 'model', 'provider', 'dialect', 'requests', 'errors', 'aborted', 'streams', 'input_tokens', 'output_tokens', 'cache_read_tokens', 'cache_write_tokens', 'gateway_ns_sum'];
+  const src = rollupSource(store.database, byKey ? 'requests' : 'requests_team', ranges, columns, where.length === 0 ? null : join(where, sql` AND `));
   const rows = await store.query<Record<string, Num | string>>(
-    sql`SELECT team, key_id, model, provider, dialect, sum(requests) AS requests, sum(errors) AS errors, sum(aborted) AS aborted, sum(streams) AS streams,
+    sql`SELECT ${dims}, sum(requests) AS requests, sum(errors) AS errors, sum(aborted) AS aborted, sum(streams) AS streams,
   sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, sum(cache_read_tokens) AS cache_read_tokens, sum(cache_write_tokens) AS cache_write_tokens,
   sum(gateway_ns_sum) AS gateway_ns
-FROM ${src} GROUP BY team, key_id, model, provider, dialect`,
+FROM ${src} GROUP BY ${dims}`,
   );
   const groups = new Map<string, UsageRow & { gatewayNs: number }>();
   const blank = (): UsageRow & { gatewayNs: number } => ({ requests: 0, errors: 0, aborted: 0, streams: 0, input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cache_write_tokens: 0, cost_usd: 0, gateway_mean_ms: 0, gatewayNs: 0 });

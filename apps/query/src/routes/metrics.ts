@@ -56,22 +56,24 @@ export function registerMetricsRoutes(app: FastifyInstance, ctx: { store: Store;
       const plan = planMetrics(b, range, teams, Math.floor(Date.now() / 1000));
       const db = ctx.store.database;
 
-      let prices: ModelPrice[] = [];
-      if (plan.mode === 'requests' && plan.metrics.includes('cost_usd')) {
+      // The models to price and the top groups do not depend on each other: both at once
+      // (the chart statement needs both).
+      const pricing = async (): Promise<ModelPrice[]> => {
+        if (plan.mode !== 'requests' || !plan.metrics.includes('cost_usd')) return [];
         const models = await ctx.store.query<{ model: string }>(compileModels(plan, db));
         if (models.length > MAX_MODELS) throw new QueryError('query_too_large', `more than ${MAX_MODELS} models in range to price; ask for a shorter range or filter by model`);
-        prices = models.flatMap((m) => {
+        return models.flatMap((m) => {
           const price = ctx.priceOf(m.model);
           return price === null ? [] : [{ model: m.model, price }];
         });
-      }
-
-      let top: { rows: MetricsDbRow[]; truncated: boolean } | null = null;
-      if (plan.intervalS !== null && plan.groupBy.length > 0) {
+      };
+      const topGroups = async (): Promise<{ rows: MetricsDbRow[]; truncated: boolean } | null> => {
+        if (plan.intervalS === null || plan.groupBy.length === 0) return null;
         const found = await ctx.store.query<MetricsDbRow>(compileTopGroups(plan, db));
         const keep = seriesLimit(plan);
-        top = { rows: found.slice(0, keep), truncated: found.length > keep };
-      }
+        return { rows: found.slice(0, keep), truncated: found.length > keep };
+      };
+      const [prices, top] = await Promise.all([pricing(), topGroups()]);
       const rows = await ctx.store.query<MetricsDbRow>(compileMetrics(plan, db, { prices, top: top?.truncated === true ? top.rows : undefined }));
       return shapeRows(plan, rows, top);
     },
