@@ -35,7 +35,7 @@ before(async () => {
     CLICKHOUSE_DATABASE: 'sightline',
     OPENAI_BASE_URL: `${mock.url}/v1`,
     INGESTER_ACK_WAIT_MS: '3000',
-  }));
+  }), 180_000); // apps compile through tsx at start: slow when the machine is busy
   // The observer: any live server of the list.
   nc = await connectNats(nats.url, 'cluster-observer');
   // JetStream in a cluster answers once its meta group has elected a leader.
