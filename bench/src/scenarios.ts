@@ -27,6 +27,15 @@ export const AUTH_ARMS: readonly ArmName[] = ['sightline', 'sightline-nocapture'
  * authentication-off arm runs in this scenario only, and not in the ladder.
  */
 export const AUTH_COST_SCENARIO = 'json-1k-seq';
+/**
+ * Arm pairs compared round by round (blocks.ts comparisons): a − b per round, with a 95 %
+ * interval, so "capture on is within the interval of capture off" (issue 15) reads off a run.
+ */
+export const COMPARISONS: readonly (readonly [ArmName, ArmName])[] = [
+  ['sightline', 'sightline-nocapture'],
+  ['sightline', 'sightline-noauth'],
+  ['sightline', 'node-proxy'],
+];
 /** The arms of the open-loop ladder. */
 export const LADDER_ARMS: readonly ArmName[] = ARMS.filter((a) => a !== 'sightline-noauth');
 
@@ -136,7 +145,7 @@ export function buildPlan(quick: boolean): Plan {
       request: openaiRequest(OPENAI_MODEL, kib, false),
       portkeyProvider: 'openai',
       mock: JSON_MOCK,
-      mode: { kind: 'sequential', requests: n(1_500, 5_000) },
+      mode: { kind: 'sequential', requests: n(600, 1_250) },
       connections: 1,
       prewarm: 50,
       notApplicable: {},
@@ -147,7 +156,7 @@ export function buildPlan(quick: boolean): Plan {
       request: openaiRequest(OPENAI_MODEL, kib, false),
       portkeyProvider: 'openai',
       mock: JSON_MOCK,
-      mode: { kind: 'concurrent', concurrency: 16, requests: n(3_000, 10_000) },
+      mode: { kind: 'concurrent', concurrency: 16, requests: n(1_200, 2_500) },
       connections: 16,
       prewarm: 64,
       notApplicable: {},
@@ -158,7 +167,7 @@ export function buildPlan(quick: boolean): Plan {
       request: openaiRequest(OPENAI_MODEL, 16 * kib, false),
       portkeyProvider: 'openai',
       mock: JSON_MOCK,
-      mode: { kind: 'sequential', requests: n(1_000, 3_000) },
+      mode: { kind: 'sequential', requests: n(400, 750) },
       connections: 1,
       prewarm: 30,
       notApplicable: {},
@@ -169,7 +178,7 @@ export function buildPlan(quick: boolean): Plan {
       request: openaiRequest(OPENAI_MODEL, 64 * kib, false),
       portkeyProvider: 'openai',
       mock: JSON_MOCK,
-      mode: { kind: 'sequential', requests: n(1_000, 3_000) },
+      mode: { kind: 'sequential', requests: n(400, 750) },
       connections: 1,
       prewarm: 30,
       notApplicable: {},
@@ -180,7 +189,7 @@ export function buildPlan(quick: boolean): Plan {
       request: openaiRequest(OPENAI_MODEL, kib, true),
       portkeyProvider: 'openai',
       mock: SSE_MOCK,
-      mode: { kind: 'concurrent', concurrency: 16, requests: n(480, 1_600) },
+      mode: { kind: 'concurrent', concurrency: 16, requests: n(192, 400) },
       connections: 16,
       prewarm: 32,
       notApplicable: {},
@@ -191,7 +200,7 @@ export function buildPlan(quick: boolean): Plan {
       request: anthropicRequest(CLAUDE_MODEL, kib, true),
       portkeyProvider: 'anthropic',
       mock: SSE_MOCK,
-      mode: { kind: 'concurrent', concurrency: 16, requests: n(480, 1_600) },
+      mode: { kind: 'concurrent', concurrency: 16, requests: n(192, 400) },
       connections: 16,
       prewarm: 32,
       notApplicable: {},
@@ -205,7 +214,7 @@ export function buildPlan(quick: boolean): Plan {
       directRequest: openaiRequest(CLAUDE_MODEL, kib, true, 256),
       portkeyProvider: 'anthropic',
       mock: SSE_MOCK,
-      mode: { kind: 'concurrent', concurrency: 16, requests: n(480, 1_600) },
+      mode: { kind: 'concurrent', concurrency: 16, requests: n(192, 400) },
       connections: 16,
       prewarm: 32,
       notApplicable: { 'node-proxy': passThrough, nginx: passThrough },
@@ -219,7 +228,10 @@ export function buildPlan(quick: boolean): Plan {
     // ≥ 2,000 requests per arm even in quick mode (issue 5): JIT, connection pools and the
     // capture pipeline all reach steady state before anything is measured.
     warmup: { sequential: n(500, 2_000), concurrent: n(1_500, 8_000), stream: n(160, 800) },
-    rounds: n(2, 3),
+    // More, shorter blocks (issue 15 item 3): the intervals are t-intervals over the rounds, so
+    // 5 rounds (4 degrees of freedom, t = 2.78) in quick mode and 12 (t = 2.20) in full mode,
+    // for about the same requests per arm as the 2 × and 3 × longer blocks before.
+    rounds: n(5, 12),
     scenarios,
     ladder: {
       rates: quick ? [500, 1_000] : [1_000, 2_000, 3_500, 5_000],
@@ -227,7 +239,7 @@ export function buildPlan(quick: boolean): Plan {
       request: openaiRequest(OPENAI_MODEL, kib, false),
       mock: LADDER_MOCK,
     },
-    prewarmMs: n(300, 1_000),
+    prewarmMs: n(150, 500),
     blockMaxMs: n(60_000, 180_000),
     captureDeadlineMs: n(30_000, 120_000),
   };
