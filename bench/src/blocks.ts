@@ -88,7 +88,6 @@ export async function scenario(ctx: RunContext, s: Scenario): Promise<ScenarioRe
   // Blocks: direct, rounds × rotated arms, direct.
   const cpuStart = ctx.cpu();
   const blocks = new Map<ArmName, Measured[]>();
-  const team = teamOf(s.name);
   const before = await ctx.measure(direct, spec(ctx, direct, s, `${s.name}/direct/before`));
   logBlock(before, `${s.name} direct before`);
   // The direct arm runs in every round too (issue 15 item 3): each arm's block p99 is then
@@ -104,7 +103,7 @@ export async function scenario(ctx: RunContext, s: Scenario): Promise<ScenarioRe
       sentTo.set(arm.name, (sentTo.get(arm.name) ?? 0) + m.result.attempted);
       if (CAPTURING_ARMS.includes(arm.name) && arm.instance !== undefined) {
         const expected = sentTo.get(arm.name) ?? 0;
-        const n = await ctx.waitCaptured(arm.instance, team, expected);
+        const n = await ctx.waitCaptured(arm, teamOf(s.name, arm.name), expected);
         if (n !== expected) log(`${s.name} ${arm.name}: ${n} of ${expected} captured after the deadline`);
       }
     }
@@ -163,10 +162,11 @@ export async function scenario(ctx: RunContext, s: Scenario): Promise<ScenarioRe
     const capturing = ctx.arm(name);
     if (CAPTURING_ARMS.includes(name) && capturing.instance !== undefined) {
       const instance = capturing.instance;
+      const team = teamOf(s.name, name);
       ctx.note(name, team, row.sent);
-      const captured = await ctx.waitCaptured(instance, team, row.sent);
+      const captured = await ctx.waitCaptured(capturing, team, row.sent);
       row.captured = captured;
-      let detail = `${captured} rows in ${CH_DATABASE}.requests FINAL for ${row.sent} requests sent through the gateway`;
+      let detail = `${captured} rows in ${CH_DATABASE}.requests FINAL${capturing.count === undefined ? '' : ' (its own chdb, through POST /v1/sql)'} for ${row.sent} requests of team ${team} sent through the gateway`;
       if (captured !== row.sent) {
         const metrics = await ctx.captureMetrics(capturing);
         detail += ` (gateway capture counters, cumulative: ${metrics})`;
@@ -174,7 +174,7 @@ export async function scenario(ctx: RunContext, s: Scenario): Promise<ScenarioRe
       }
       ctx.gate('capture completeness', `${s.name}/${name}`, captured === row.sent, detail);
       const ch = ctx.stack.ch;
-      if (ch !== undefined) {
+      if (ch !== undefined && capturing.count === undefined) {
         try {
           const g = await recordedGatewayTime(ch.url, CH_DATABASE, instance, team);
           if (g !== undefined) {

@@ -22,6 +22,7 @@ import type { Dispatcher } from 'undici';
 import type { Histogram } from 'hdr-histogram-js';
 import { FirstTokenScanner } from './sse.js';
 import { encode, newHistogram, recordUs } from './histogram.js';
+import { UNIQUE_MARKER } from './types.js';
 import type { BlockResult, BlockSpec, RequestTemplate } from './types.js';
 
 /** Failures kept verbatim for the report, per block. */
@@ -347,6 +348,25 @@ function send(pool: ConnectionPool, opts: Dispatcher.DispatchOptions, template: 
   });
 }
 
+/** Run-wide sequence of unique bodies (one driver process per run). */
+let uniqueSeq = 0;
+
+/**
+ * Bodies that differ on every call: a copy of `base` with the 12 digits of its UNIQUE_MARKER
+ * replaced by the next sequence number (same length, so content-length holds).
+ */
+export function uniqueBodies(base: Buffer): () => Buffer {
+  const at = base.indexOf(UNIQUE_MARKER);
+  if (at < 0) throw new Error(`a unique request's body must contain ${UNIQUE_MARKER}`);
+  const digitsAt = at + UNIQUE_MARKER.length - 12;
+  return () => {
+    uniqueSeq = (uniqueSeq + 1) % 1e12;
+    const b = Buffer.from(base);
+    b.write(String(uniqueSeq).padStart(12, '0'), digitsAt, 'latin1');
+    return b;
+  };
+}
+
 /** Runs one block; bounded by its request count and by `maxDurationMs`. */
 export async function runBlock(spec: BlockSpec): Promise<BlockResult> {
   const { request, mode } = spec;
@@ -355,6 +375,9 @@ export async function runBlock(spec: BlockSpec): Promise<BlockResult> {
   const body = Buffer.from(request.body);
   const headers = { ...request.headers, 'content-length': String(body.length) };
   const opts: Dispatcher.DispatchOptions = { path: request.path, method: 'POST', headers, body, blocking: true };
+  // Unique bodies are made before a request's clock starts, so their copy is not measured.
+  const fresh = request.unique === true ? uniqueBodies(body) : null;
+  const nextReq = (): Dispatcher.DispatchOptions => (fresh === null ? opts : { ...opts, body: fresh() });
   const tally = new Tally(request.stream !== undefined);
   const blockStart = performance.now();
   const deadline = blockStart + spec.maxDurationMs;
@@ -368,7 +391,8 @@ export async function runBlock(spec: BlockSpec): Promise<BlockResult> {
       while ((left > 0 || performance.now() < until) && performance.now() < deadline) {
         left--;
         tally.attempted++;
-        const o = await send(pool, opts, request, performance.now());
+        const req = nextReq();
+        const o = await send(pool, req, request, performance.now());
         if (!o.ok) {
           tally.prewarmErrors++;
           if (tally.errorSamples.length < MAX_ERROR_SAMPLES) tally.errorSamples.push(`prewarm ${o.sample}`);
@@ -394,8 +418,9 @@ export async function runBlock(spec: BlockSpec): Promise<BlockResult> {
         left--;
         tally.attempted++;
         tally.sent++;
+        const req = nextReq();
         const start = performance.now();
-        tally.record(await send(pool, opts, request, start));
+        tally.record(await send(pool, req, request, start));
       }
     };
     await Promise.all(Array.from({ length: width }, worker));
@@ -443,7 +468,7 @@ export async function runBlock(spec: BlockSpec): Promise<BlockResult> {
         }
         tally.attempted++;
         inFlight++;
-        void send(pool, opts, request, due).then(onDone);
+        void send(pool, nextReq(), request, due).then(onDone);
       }
       if (next >= total) {
         resolve();

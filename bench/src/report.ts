@@ -3,6 +3,7 @@
  * with their unit as suffix (`_us`, `_mb`, `_ms`), because people read and diff these files.
  */
 import type { ArmName } from './scenarios.js';
+import { CONTROLS_SCENARIO, CONTROL_ARMS, CONTROL_VARIANTS } from './scenarios.js';
 import type { Interval } from './stats.js';
 
 export type ArmStatus = 'ok' | 'unsupported' | 'not available' | 'n/a';
@@ -218,6 +219,36 @@ export function comparisonLines(scenarios: readonly ScenarioResult[]): string[] 
   return out;
 }
 
+/**
+ * The controls matrix (issue 12): each control arm's added p50 / p99 over the direct floor, its
+ * difference from the default arm per round with a 95 % interval, and its added p50 over the
+ * default's. Empty when the controls scenario did not run.
+ */
+export function controlsTable(scenarios: readonly ScenarioResult[]): string[] {
+  const s = scenarios.find((x) => x.name === CONTROLS_SCENARIO);
+  if (s === undefined) return [];
+  const none = s.arms.find((a) => a.arm === 'ctl-none');
+  const out = [
+    `## Controls matrix (issue 12), ${s.title}`,
+    '',
+    'The capturing, authenticating `sightline` gateway; each arm a team with these controls (limits and budget high enough never to refuse). "vs default": this arm\'s block minus the `ctl-none` block of the same round, mean [95 % t-interval], µs.',
+    '',
+    '| arm | limits | budget | cache | added p50 | added p99 | p50 vs default, blocks | p99 vs default, blocks | added p50 / default\'s | captured/sent | note |',
+    '|---|---|---|---|---:|---:|---:|---:|---:|---:|---|',
+  ];
+  for (const arm of CONTROL_ARMS) {
+    const r = s.arms.find((a) => a.arm === arm);
+    if (r === undefined) continue;
+    const v = CONTROL_VARIANTS[arm];
+    const vs = (metric: 'p50' | 'p99'): string => interval(s.comparisons?.find((c) => c.a === arm && c.b === 'ctl-none' && c.metric === metric)?.difference_us);
+    const ratio = r.added_p50_us !== undefined && none?.added_p50_us !== undefined && none.added_p50_us > 0 ? (r.added_p50_us / none.added_p50_us).toFixed(2) : dash;
+    const captured = r.captured === undefined ? dash : `${r.captured}/${r.sent ?? 0}`;
+    out.push(`| ${arm} | ${v.limits ? 'on' : dash} | ${v.budget ? 'on' : dash} | ${v.cache === 'off' ? dash : v.cache} | ${us(r.added_p50_us)} | ${us(r.added_p99_us)} | ${arm === 'ctl-none' ? dash : vs('p50')} | ${arm === 'ctl-none' ? dash : vs('p99')} | ${ratio} | ${captured} | ${rowNote(r)} |`);
+  }
+  out.push('');
+  return out;
+}
+
 function rowNote(r: ArmRow): string {
   if (r.status === 'ok') return '';
   return `${r.status}${r.note === undefined ? '' : `: ${r.note.replace(/\s+/g, ' ').replace(/\|/g, '/').slice(0, 90)}`}`;
@@ -266,6 +297,7 @@ export function renderMarkdown(r: RunResults): string {
     out.push(...comps);
     out.push('');
   }
+  out.push(...controlsTable(r.scenarios));
   const drifts = r.scenarios.filter((s) => s.control !== undefined);
   if (drifts.length > 0) {
     out.push('Direct control blocks (p50 µs before → after, drift; CPU used by other tenants of the machine during the scenario): ' + drifts.map((s) => `${s.name} ${s.control?.before.p50_us} → ${s.control?.after.p50_us} (${((s.control?.p50_drift ?? 0) * 100).toFixed(1)} %; ${s.foreign_cpu_pct ?? '?'} % foreign CPU)`).join('; ') + '.');

@@ -136,9 +136,9 @@ export async function run(opts: RunOptions): Promise<number> {
     // have written nothing.
     for (const name of CAPTURING_ARMS) {
       const sl = ctx.arm(name);
-      if (stack.ch === undefined || sl.instance === undefined || sl.target === undefined) continue;
-      const expected = ctx.sent(name, teamOf('warmup'));
-      const n = await ctx.waitCaptured(sl.instance, teamOf('warmup'), expected);
+      if ((stack.ch === undefined && sl.count === undefined) || sl.instance === undefined || sl.target === undefined) continue;
+      const expected = ctx.sent(name, teamOf('warmup', name));
+      const n = await ctx.waitCaptured(sl, teamOf('warmup', name), expected);
       const metrics = n === expected ? '' : ` (gateway capture counters: ${await ctx.captureMetrics(sl)})`;
       ctx.gate('capture completeness', `warm-up/${name}`, n === expected, `${n} rows for ${expected} warm-up requests${metrics}`);
     }

@@ -8,19 +8,84 @@
  */
 import { padBody } from './stats.js';
 import type { StreamDialect } from './sse.js';
+import { UNIQUE_MARKER } from './types.js';
 import type { DriverMode, RequestTemplate } from './types.js';
 
-export const ARMS = ['direct', 'sightline', 'sightline-nocapture', 'sightline-noauth', 'node-proxy', 'nginx', 'portkey'] as const;
+export const ARMS = [
+  'direct',
+  'sightline',
+  'sightline-nocapture',
+  'sightline-noauth',
+  'sightline-embedded',
+  'node-proxy',
+  'nginx',
+  'portkey',
+  'ctl-none',
+  'ctl-limits',
+  'ctl-budget',
+  'ctl-cache-miss',
+  'ctl-cache-hit',
+  'ctl-all',
+] as const;
 export type ArmName = (typeof ARMS)[number];
+/**
+ * The controls matrix (issue 12, "How it is checked", bench): the capturing, authenticating
+ * `sightline` gateway itself, sent requests under one team per control setting, so the arms
+ * differ only in the controls their team has and the route their model takes. `ctl-none` is the
+ * default (authentication, pricing, usage; no limits, budget or cache).
+ */
+export const CONTROL_ARMS = ['ctl-none', 'ctl-limits', 'ctl-budget', 'ctl-cache-miss', 'ctl-cache-hit', 'ctl-all'] as const;
+export type ControlArm = (typeof CONTROL_ARMS)[number];
+export function isControlArm(a: ArmName): a is ControlArm {
+  return (CONTROL_ARMS as readonly string[]).includes(a);
+}
+/** What each control arm turns on (stack.ts sets the team; scenarios pick the route). */
+export interface ControlVariant {
+  /** Team rate limits, high enough never to refuse (CONTROL_LIMITS). */
+  limits: boolean;
+  /** Team budget, high enough never to refuse (CONTROL_BUDGET). */
+  budget: boolean;
+  /** The route's exact cache: off, on with a body new to the cache every request, on and hit. */
+  cache: 'off' | 'miss' | 'hit';
+}
+export const CONTROL_VARIANTS: Readonly<Record<ControlArm, ControlVariant>> = {
+  'ctl-none': { limits: false, budget: false, cache: 'off' },
+  'ctl-limits': { limits: true, budget: false, cache: 'off' },
+  'ctl-budget': { limits: false, budget: true, cache: 'off' },
+  'ctl-cache-miss': { limits: false, budget: false, cache: 'miss' },
+  'ctl-cache-hit': { limits: false, budget: false, cache: 'hit' },
+  'ctl-all': { limits: true, budget: true, cache: 'miss' },
+};
+/**
+ * Per-team limits of the limited arms: admission is checked and counted on every request, and
+ * nothing is refused (the bench sends ~10⁵ requests an hour; a 1 KiB request reserves a few
+ * thousand tokens with its output bound).
+ */
+export const CONTROL_LIMITS = { requests_per_minute: 100_000_000, tokens_per_minute: 100_000_000_000 } as const;
+/** The budgeted arms' team budget: reserved and settled on every request, never spent. */
+export const CONTROL_BUDGET = { usd: 1_000_000, period: 'day' } as const;
+/** The scenario of the controls matrix (1 KiB JSON, sequential), and its arms' only one. */
+export const CONTROLS_SCENARIO = 'controls-1k-seq';
+/**
+ * The model the cached arms ask for: an exact route with `cache: { ttl: 10m }` in the bench's
+ * gateway configuration (stack.ts benchConfig); exact names win over the `gpt-*` pattern the
+ * other arms' `gpt-4o-mini` takes, and both have a price (budgets need one).
+ */
+export const CACHED_MODEL = 'gpt-4o-mini-2024-07-18';
+/**
+ * The embedded one-command mode (`npm start`: gateway, ingester, query API and chdb in one
+ * process; issue 15) runs in this scenario only, against the separate-process `sightline`.
+ */
+export const EMBEDDED_SCENARIO = 'json-1k-seq';
 /** The arms that put a hop between client and mock; `direct` is the control. */
 export const PROXY_ARMS: readonly ArmName[] = ARMS.filter((a) => a !== 'direct');
 /**
  * The Sightline gateways that capture: after each of their blocks the run waits for ClickHouse
  * to hold every request sent, and their rows are counted by instance and team.
  */
-export const CAPTURING_ARMS: readonly ArmName[] = ['sightline', 'sightline-noauth'];
+export const CAPTURING_ARMS: readonly ArmName[] = ['sightline', 'sightline-noauth', 'sightline-embedded', ...CONTROL_ARMS];
 /** The Sightline gateways that run with authentication on (SIGHTLINE_ADMIN_TOKEN, one key per team). */
-export const AUTH_ARMS: readonly ArmName[] = ['sightline', 'sightline-nocapture'];
+export const AUTH_ARMS: readonly ArmName[] = ['sightline', 'sightline-nocapture', 'sightline-embedded', ...CONTROL_ARMS];
 /**
  * The scenario that measures the cost of authentication (issue 10): `sightline` against
  * `sightline-noauth`, the same gateway with capture on and authentication off. The
@@ -35,9 +100,16 @@ export const COMPARISONS: readonly (readonly [ArmName, ArmName])[] = [
   ['sightline', 'sightline-nocapture'],
   ['sightline', 'sightline-noauth'],
   ['sightline', 'node-proxy'],
+  ['sightline-embedded', 'sightline'],
+  ['ctl-limits', 'ctl-none'],
+  ['ctl-budget', 'ctl-none'],
+  ['ctl-cache-miss', 'ctl-none'],
+  ['ctl-cache-hit', 'ctl-none'],
+  ['ctl-all', 'ctl-none'],
+  ['ctl-cache-hit', 'ctl-cache-miss'],
 ];
 /** The arms of the open-loop ladder. */
-export const LADDER_ARMS: readonly ArmName[] = ARMS.filter((a) => a !== 'sightline-noauth');
+export const LADDER_ARMS: readonly ArmName[] = ARMS.filter((a) => a !== 'sightline-noauth' && a !== 'sightline-embedded' && !isControlArm(a));
 
 /** Mock knobs (bench/mock/server.ts MockOptions), set over `POST /_mock/config` per scenario. */
 export interface MockKnobs {
@@ -75,14 +147,16 @@ interface Dialectal {
   headers: Record<string, string>;
   body: string;
   stream?: StreamDialect;
+  /** The driver makes every request's body new (types.ts UNIQUE_MARKER): cache misses. */
+  unique?: boolean;
 }
 
 /**
  * An OpenAI chat completion request of exactly `bytes`. `maxTokens` is set for requests to a
  * Claude model: Anthropic requires max_tokens, so a translating gateway needs it from the client.
  */
-function openaiRequest(model: string, bytes: number, stream: boolean, maxTokens?: number): Dialectal {
-  const head = `{"model":"${model}",${maxTokens === undefined ? '' : `"max_tokens":${maxTokens},`}${stream ? '"stream":true,' : ''}"messages":[{"role":"user","content":"`;
+function openaiRequest(model: string, bytes: number, stream: boolean, maxTokens?: number, marked = false): Dialectal {
+  const head = `{"model":"${model}",${maxTokens === undefined ? '' : `"max_tokens":${maxTokens},`}${stream ? '"stream":true,' : ''}"messages":[{"role":"user","content":"${marked ? `${UNIQUE_MARKER} ` : ''}`;
   const req: Dialectal = { path: '/v1/chat/completions', headers: OPENAI_HEADERS, body: padBody(head, '"}]}', bytes) };
   if (stream) req.stream = 'openai';
   return req;
@@ -102,6 +176,8 @@ export interface Scenario {
   request: Dialectal;
   /** What the direct control sends to the mock, when not the same request. */
   directRequest?: Dialectal;
+  /** Arms sent another request than `request` (the controls matrix: route and unique bodies). */
+  armRequests?: Partial<Record<ArmName, Dialectal>>;
   /** Portkey's provider header for this request. */
   portkeyProvider: 'openai' | 'anthropic';
   mock: MockKnobs;
@@ -220,8 +296,11 @@ export function buildPlan(quick: boolean): Plan {
       notApplicable: { 'node-proxy': passThrough, nginx: passThrough },
     },
   ];
+  scenarios.push(controlsScenario(n(600, 1_250)));
   for (const s of scenarios) {
     if (s.name !== AUTH_COST_SCENARIO) s.notApplicable['sightline-noauth'] = `authentication off: measured in ${AUTH_COST_SCENARIO} only (auth cost)`;
+    if (s.name !== EMBEDDED_SCENARIO) s.notApplicable['sightline-embedded'] = `embedded mode: measured in ${EMBEDDED_SCENARIO} only`;
+    if (s.name !== CONTROLS_SCENARIO) for (const a of CONTROL_ARMS) s.notApplicable[a] = `controls matrix: measured in ${CONTROLS_SCENARIO} only`;
   }
   return {
     mode: quick ? 'quick' : 'full',
@@ -245,6 +324,39 @@ export function buildPlan(quick: boolean): Plan {
   };
 }
 
+/**
+ * The controls matrix's scenario (issue 12): 1 KiB JSON, sequential, the direct control and the
+ * control arms only. Every arm but the cache-hit one sends a body new to the cache each time
+ * (the driver rewrites UNIQUE_MARKER), so the cached miss arms miss and store every request and
+ * the others send the same kind of body; the cache-hit arm repeats one body, which its block's
+ * prewarm has stored.
+ */
+function controlsScenario(requests: number): Scenario {
+  const kib = 1024;
+  const plain = { ...openaiRequest(OPENAI_MODEL, kib, false, undefined, true), unique: true };
+  const cachedMiss = { ...openaiRequest(CACHED_MODEL, kib, false, undefined, true), unique: true };
+  const cachedHit = openaiRequest(CACHED_MODEL, kib, false, undefined, true);
+  const armRequests: Partial<Record<ArmName, Dialectal>> = {};
+  for (const a of CONTROL_ARMS) {
+    const v = CONTROL_VARIANTS[a];
+    armRequests[a] = v.cache === 'off' ? plain : v.cache === 'miss' ? cachedMiss : cachedHit;
+  }
+  const notApplicable: Partial<Record<ArmName, string>> = {};
+  for (const a of ARMS) if (a !== 'direct' && !isControlArm(a)) notApplicable[a] = 'controls matrix: control arms only';
+  return {
+    name: CONTROLS_SCENARIO,
+    title: '1 KiB JSON, sequential: controls matrix (issue 12)',
+    request: openaiRequest(OPENAI_MODEL, kib, false, undefined, true),
+    armRequests,
+    portkeyProvider: 'openai',
+    mock: JSON_MOCK,
+    mode: { kind: 'sequential', requests },
+    connections: 1,
+    prewarm: 50,
+    notApplicable,
+  };
+}
+
 /** Where each arm listens and what it needs added to a request. */
 export interface ArmTarget {
   origin: string;
@@ -256,8 +368,16 @@ export interface ArmTarget {
   extraHeaders: (scenario: string, portkeyProvider: 'openai' | 'anthropic', requestHeaders: Readonly<Record<string, string>>) => Record<string, string>;
 }
 
-export function template(arm: ArmName, target: ArmTarget, scenarioName: string, request: Dialectal, directRequest: Dialectal | undefined, portkeyProvider: 'openai' | 'anthropic'): RequestTemplate {
-  const r = arm === 'direct' && directRequest !== undefined ? directRequest : request;
+export function template(
+  arm: ArmName,
+  target: ArmTarget,
+  scenarioName: string,
+  request: Dialectal,
+  directRequest: Dialectal | undefined,
+  portkeyProvider: 'openai' | 'anthropic',
+  armRequests?: Partial<Record<ArmName, Dialectal>>,
+): RequestTemplate {
+  const r = armRequests?.[arm] ?? (arm === 'direct' && directRequest !== undefined ? directRequest : request);
   const t: RequestTemplate = {
     origin: target.origin,
     path: r.path,
@@ -265,6 +385,7 @@ export function template(arm: ArmName, target: ArmTarget, scenarioName: string, 
     body: r.body,
   };
   if (r.stream !== undefined) t.stream = r.stream;
+  if (r.unique === true) t.unique = true;
   return t;
 }
 
@@ -272,8 +393,9 @@ export function template(arm: ArmName, target: ArmTarget, scenarioName: string, 
  * The team of a scenario's requests: the team header without authentication, the team of the
  * scenario's key with it. The completeness check counts rows by it.
  */
-export function teamOf(scenario: string): string {
-  return `bench-${scenario}`;
+export function teamOf(scenario: string, arm?: ArmName): string {
+  // The control arms share the `sightline` gateway: each has its own team (its controls).
+  return arm !== undefined && isControlArm(arm) ? `bench-${scenario}-${arm.slice('ctl-'.length)}` : `bench-${scenario}`;
 }
 
 /**

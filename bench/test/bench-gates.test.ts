@@ -157,7 +157,7 @@ describe('ratios and targets', () => {
     assert.equal(pk?.met, null);
     assert.equal(cost?.met, null);
     const t = targets([], null);
-    assert.equal(t.length, 6);
+    assert.equal(t.length, 9);
     assert.ok(t.every((c) => c.met === null && c.value === null));
     assert.match(t[3]?.detail ?? '', /not in this run's ladder \(highest passing: none req\/s\)/);
   });
