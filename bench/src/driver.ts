@@ -22,7 +22,7 @@ import type { Dispatcher } from 'undici';
 import type { Histogram } from 'hdr-histogram-js';
 import { FirstTokenScanner } from './sse.js';
 import { encode, newHistogram, recordUs } from './histogram.js';
-import { UNIQUE_MARKER } from './types.js';
+import { uniqueBodies } from './unique.js';
 import type { BlockResult, BlockSpec, RequestTemplate } from './types.js';
 
 /** Failures kept verbatim for the report, per block. */
@@ -346,25 +346,6 @@ function send(pool: ConnectionPool, opts: Dispatcher.DispatchOptions, template: 
       }
     });
   });
-}
-
-/** Run-wide sequence of unique bodies (one driver process per run). */
-let uniqueSeq = 0;
-
-/**
- * Bodies that differ on every call: a copy of `base` with the 12 digits of its UNIQUE_MARKER
- * replaced by the next sequence number (same length, so content-length holds).
- */
-export function uniqueBodies(base: Buffer): () => Buffer {
-  const at = base.indexOf(UNIQUE_MARKER);
-  if (at < 0) throw new Error(`a unique request's body must contain ${UNIQUE_MARKER}`);
-  const digitsAt = at + UNIQUE_MARKER.length - 12;
-  return () => {
-    uniqueSeq = (uniqueSeq + 1) % 1e12;
-    const b = Buffer.from(base);
-    b.write(String(uniqueSeq).padStart(12, '0'), digitsAt, 'latin1');
-    return b;
-  };
 }
 
 /** Runs one block; bounded by its request count and by `maxDurationMs`. */

@@ -8,6 +8,7 @@
  */
 import { padBody } from './stats.js';
 import type { StreamDialect } from './sse.js';
+import type { TeamSettings } from '../../packages/directory/src/index.js';
 import { UNIQUE_MARKER } from './types.js';
 import type { DriverMode, RequestTemplate } from './types.js';
 
@@ -414,4 +415,43 @@ export function benchScenarios(plan: Pick<Plan, 'scenarios' | 'ladder'>): string
 export function keyHeaders(secret: string, requestHeaders: Readonly<Record<string, string>>): Record<string, string> {
   const has = (name: string): boolean => Object.keys(requestHeaders).some((k) => k.toLowerCase() === name);
   return has('x-api-key') && !has('authorization') ? { 'x-api-key': secret } : { authorization: `Bearer ${secret}` };
+}
+
+/** A team the run makes a key for, with the settings the admin API's PUT /v1/admin/teams/{team} would give it. */
+export interface BenchTeam {
+  team: string;
+  settings?: TeamSettings;
+}
+
+/**
+ * Every team the authenticated arms are sent traffic under: one per scenario name, and for the
+ * control arms (issue 12) one per control setting in the warm-up and the controls scenario,
+ * with its limits and budget (scenarios.ts CONTROL_VARIANTS).
+ */
+export function benchTeams(scenarios: readonly string[]): BenchTeam[] {
+  const out: BenchTeam[] = scenarios.map((s) => ({ team: teamOf(s) }));
+  for (const scenario of ['warmup', CONTROLS_SCENARIO]) {
+    if (!scenarios.includes(scenario)) continue;
+    for (const arm of CONTROL_ARMS) {
+      const v = CONTROL_VARIANTS[arm];
+      const settings: TeamSettings = { description: `bench controls matrix: ${arm}` };
+      if (v.limits) settings.limits = { ...CONTROL_LIMITS };
+      if (v.budget) settings.budget = { ...CONTROL_BUDGET };
+      out.push({ team: teamOf(scenario, arm), settings });
+    }
+  }
+  return out;
+}
+
+/**
+ * The gateways' configuration: the shipped config/sightline.yaml with one more route, an exact
+ * match for CACHED_MODEL with the exact cache on (issue 12's cached arms). Exact names win over
+ * patterns, so every other request takes the shipped routes unchanged.
+ */
+export function benchConfig(shipped: string): string {
+  const marker = '\nroutes:\n';
+  const at = shipped.indexOf(marker);
+  if (at < 0) throw new Error('config/sightline.yaml has no top-level routes: list to add the cached route to');
+  const route = `  # Added by the benchmark (bench/src/stack.ts benchConfig): the controls matrix's cached route.\n  - match: "${CACHED_MODEL}"\n    provider: openai\n    cache: { ttl: 10m }\n`;
+  return shipped.slice(0, at + marker.length) + route + shipped.slice(at + marker.length);
 }

@@ -29,7 +29,6 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ClickHouseServer, NatsServer, freePort } from '../../test/support/servers.js';
 import { directoryFromEnv, parseKeyInput, parseTeamSettings } from '../../packages/directory/src/index.js';
-import type { TeamSettings } from '../../packages/directory/src/index.js';
 import { startApp, waitHealthy } from '../../test/support/apps.js';
 import type { AppProcess } from '../../test/support/apps.js';
 import { Proc, pinPid, rssMb, spawnProc, waitHttp, withChildren } from './procs.js';
@@ -37,7 +36,8 @@ import type { Pinning } from './procs.js';
 import { Nginx } from './peers/nginx.js';
 import { Portkey, portkeyHeaders } from './peers/portkey.js';
 import type { ArmName, ArmTarget, MockKnobs } from './scenarios.js';
-import { AUTH_ARMS, CACHED_MODEL, CAPTURING_ARMS, CONTROLS_SCENARIO, CONTROL_ARMS, CONTROL_BUDGET, CONTROL_LIMITS, CONTROL_VARIANTS, EMBEDDED_SCENARIO, keyHeaders, teamOf } from './scenarios.js';
+import { AUTH_ARMS, CAPTURING_ARMS, CONTROL_ARMS, EMBEDDED_SCENARIO, benchConfig, benchTeams, keyHeaders, teamOf } from './scenarios.js';
+import type { BenchTeam } from './scenarios.js';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const BENCH = fileURLToPath(new URL('../', import.meta.url));
@@ -168,32 +168,6 @@ export interface StackOptions {
  */
 const DUMMY_PROVIDER_KEYS = { OPENAI_API_KEY: 'sk-bench-configured-not-a-real-key', ANTHROPIC_API_KEY: 'sk-ant-bench-configured-not-a-real-key' };
 
-/** A team the run makes a key for, with the settings the admin API's PUT /v1/admin/teams/{team} would give it. */
-export interface BenchTeam {
-  team: string;
-  settings?: TeamSettings;
-}
-
-/**
- * Every team the authenticated arms are sent traffic under: one per scenario name, and for the
- * control arms (issue 12) one per control setting in the warm-up and the controls scenario,
- * with its limits and budget (scenarios.ts CONTROL_VARIANTS).
- */
-export function benchTeams(scenarios: readonly string[]): BenchTeam[] {
-  const out: BenchTeam[] = scenarios.map((s) => ({ team: teamOf(s) }));
-  for (const scenario of ['warmup', CONTROLS_SCENARIO]) {
-    if (!scenarios.includes(scenario)) continue;
-    for (const arm of CONTROL_ARMS) {
-      const v = CONTROL_VARIANTS[arm];
-      const settings: TeamSettings = { description: `bench controls matrix: ${arm}` };
-      if (v.limits) settings.limits = { ...CONTROL_LIMITS };
-      if (v.budget) settings.budget = { ...CONTROL_BUDGET };
-      out.push({ team: teamOf(scenario, arm), settings });
-    }
-  }
-  return out;
-}
-
 /**
  * Creates one key (scope `gateway`, every model) per team in the NATS directory, after setting
  * the team's settings when it has some (the store and validation the query API's admin
@@ -217,19 +191,6 @@ async function createKeys(natsUrl: string, adminToken: string, teams: readonly B
     await directory.close();
     rmSync(dir, { recursive: true, force: true });
   }
-}
-
-/**
- * The gateways' configuration: the shipped config/sightline.yaml with one more route, an exact
- * match for CACHED_MODEL with the exact cache on (issue 12's cached arms). Exact names win over
- * patterns, so every other request takes the shipped routes unchanged.
- */
-export function benchConfig(shipped: string): string {
-  const marker = '\nroutes:\n';
-  const at = shipped.indexOf(marker);
-  if (at < 0) throw new Error('config/sightline.yaml has no top-level routes: list to add the cached route to');
-  const route = `  # Added by the benchmark (bench/src/stack.ts benchConfig): the controls matrix's cached route.\n  - match: "${CACHED_MODEL}"\n    provider: openai\n    cache: { ttl: 10m }\n`;
-  return shipped.slice(0, at + marker.length) + route + shipped.slice(at + marker.length);
 }
 
 /** Runs one admin or SQL call against an embedded process's query API. */
