@@ -163,6 +163,16 @@ function openaiRequest(model: string, bytes: number, stream: boolean, maxTokens?
   return req;
 }
 
+/**
+ * An OpenAI Responses API request of exactly `bytes` (issue 16: passed through to an OpenAI-API
+ * provider). `store: false`, so the mock keeps nothing per request and the gateway has no
+ * stored response to track.
+ */
+function responsesRequest(model: string, bytes: number): Dialectal {
+  const head = `{"model":"${model}","store":false,"input":"`;
+  return { path: '/v1/responses', headers: OPENAI_HEADERS, body: padBody(head, '"}', bytes) };
+}
+
 function anthropicRequest(model: string, bytes: number, stream: boolean): Dialectal {
   const head = `{"model":"${model}","max_tokens":256,${stream ? '"stream":true,' : ''}"messages":[{"role":"user","content":"`;
   const req: Dialectal = { path: '/v1/messages', headers: ANTHROPIC_HEADERS, body: padBody(head, '"}]}', bytes) };
@@ -297,6 +307,17 @@ export function buildPlan(quick: boolean): Plan {
       notApplicable: { 'node-proxy': passThrough, nginx: passThrough },
     },
   ];
+  scenarios.push({
+    name: 'responses-1k-seq',
+    title: '1 KiB JSON, Responses API (POST /v1/responses pass-through), sequential',
+    request: responsesRequest(OPENAI_MODEL, kib),
+    portkeyProvider: 'openai',
+    mock: JSON_MOCK,
+    mode: { kind: 'sequential', requests: n(400, 1_250) },
+    connections: 1,
+    prewarm: 50,
+    notApplicable: {},
+  });
   scenarios.push(controlsScenario(n(600, 1_250)));
   for (const s of scenarios) {
     if (s.name !== AUTH_COST_SCENARIO) s.notApplicable['sightline-noauth'] = `authentication off: measured in ${AUTH_COST_SCENARIO} only (auth cost)`;

@@ -544,6 +544,10 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       selected('nginx', nginx),
       selected('portkey', portkey),
     ]);
+    for (const ctl of CONTROL_ARMS) {
+      // Set up with the `sightline` gateway (above) or not at all.
+      if (!arms.has(ctl)) arms.set(ctl, { name: ctl, target: undefined, reason: `the sightline gateway, which the control arms use, is not available: ${arms.get('sightline')?.reason ?? ''}`, pids: () => [], output: () => '' });
+    }
     if (ingester === undefined) {
       for (const name of CAPTURING_ARMS) {
         const arm = arms.get(name);

@@ -2,7 +2,7 @@
  * The controls matrix (issue 12) and the embedded arm (issue 15) without any server: the
  * controls scenario's requests, the teams and settings the run creates, the gateway
  * configuration with its cached route (parsed by the product's own loader), unique bodies,
- * the two targets and the matrix table. Imports nothing from bench/node_modules, so it runs in
+ * the two targets and the matrix table; and the Responses API scenario. Imports nothing from bench/node_modules, so it runs in
  * the root `npm test`.
  */
 import { describe, it } from 'node:test';
@@ -178,5 +178,23 @@ describe('embedded and controls targets', () => {
     assert.ok(lines.includes('| ctl-none | – | – | – | 100 | 300 | – | – | 1.00 | 10/10 |  |'), lines.join('\n'));
     assert.ok(lines.includes('| ctl-limits | on | – | – | 104 | 310 | 4 [1, 7] | 10 [-30, 50] | 1.04 | 10/10 |  |'), lines.join('\n'));
     assert.deepEqual(controlsTable([scenario('json-1k-seq', [])]), []);
+  });
+});
+
+describe('Responses API scenario', () => {
+  it('posts 1,024 bytes of Responses API JSON to /v1/responses, to every classic arm', () => {
+    for (const quick of [true, false]) {
+      const s = buildPlan(quick).scenarios.find((x) => x.name === 'responses-1k-seq');
+      assert.ok(s !== undefined);
+      const t = template('sightline', TARGET, s.name, s.request, s.directRequest, s.portkeyProvider, s.armRequests);
+      assert.equal(t.path, '/v1/responses');
+      assert.equal(Buffer.byteLength(t.body), 1024);
+      const body = JSON.parse(t.body) as { model: string; store: boolean; input: string };
+      assert.equal(body.model, OPENAI_MODEL);
+      assert.equal(body.store, false);
+      assert.ok(body.input.length > 900);
+      const running = ARMS.filter((a) => a !== 'direct' && s.notApplicable[a] === undefined);
+      assert.deepEqual(running, ['sightline', 'sightline-nocapture', 'node-proxy', 'nginx', 'portkey']);
+    }
   });
 });
