@@ -14,7 +14,7 @@ import { percentilesOf } from './histogram.js';
 import { log, message } from './log.js';
 import { foreignCpuPct } from './procs.js';
 import type { ArmRow, BlockRow, Comparison, DirectControl, ScenarioResult } from './report.js';
-import { CAPTURING_ARMS, COMPARISONS, PROXY_ARMS, teamOf } from './scenarios.js';
+import { CAPTURING_ARMS, COMPARISONS, CONTROL_VARIANTS, PROXY_ARMS, isControlArm, teamOf } from './scenarios.js';
 import type { ArmName, Scenario } from './scenarios.js';
 import { CH_DATABASE } from './stack.js';
 import type { Arm } from './stack.js';
@@ -158,7 +158,7 @@ export async function scenario(ctx: RunContext, s: Scenario): Promise<ScenarioRe
     addIntervals(row, measured, directRounds);
     if (preset?.note !== undefined) row.note = preset.note;
     row.sent = sentTo.get(name) ?? 0;
-    ctx.record(...blockGates(s.name, name, measured));
+    ctx.record(...blockGates(s.name, name, measured, isControlArm(name) && CONTROL_VARIANTS[name].cache === 'hit' ? 'none' : 'all'));
     const capturing = ctx.arm(name);
     if (CAPTURING_ARMS.includes(name) && capturing.instance !== undefined) {
       const instance = capturing.instance;
