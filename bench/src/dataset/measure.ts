@@ -7,7 +7,8 @@
  */
 import { createHash } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { buildQueryServer, CursorCodec, priceLookup } from '@sightline/app-query';
+import { buildQueryServer, CursorCodec } from '@sightline/app-query';
+import { priceLookup } from '@sightline/config';
 import { KeyHasher, MemoryDirectory, parseKeyInput } from '@sightline/directory';
 import { join, sql, table, type Sql, type Store } from '@sightline/store';
 import { MODELS } from './catalogue.js';
