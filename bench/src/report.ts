@@ -3,7 +3,7 @@
  * with their unit as suffix (`_us`, `_mb`, `_ms`), because people read and diff these files.
  */
 import type { ArmName } from './scenarios.js';
-import { CONTROLS_SCENARIO, CONTROL_ARMS, CONTROL_VARIANTS } from './scenarios.js';
+import { CONTROL_ARMS, CONTROL_VARIANTS, isControlsScenario } from './scenarios.js';
 import type { Interval } from './stats.js';
 
 export type ArmStatus = 'ok' | 'unsupported' | 'not available' | 'n/a';
@@ -225,27 +225,30 @@ export function comparisonLines(scenarios: readonly ScenarioResult[]): string[] 
  * default's. Empty when the controls scenario did not run.
  */
 export function controlsTable(scenarios: readonly ScenarioResult[]): string[] {
-  const s = scenarios.find((x) => x.name === CONTROLS_SCENARIO);
-  if (s === undefined) return [];
-  const none = s.arms.find((a) => a.arm === 'ctl-none');
-  const out = [
-    `## Controls matrix (issue 12), ${s.title}`,
-    '',
-    'The capturing, authenticating `sightline` gateway; each arm a team with these controls (limits and budget high enough never to refuse). "vs default": this arm\'s block minus the `ctl-none` block of the same round, mean [95 % t-interval], µs.',
-    '',
-    '| arm | limits | budget | cache | added p50 | added p99 | p50 vs default, blocks | p99 vs default, blocks | added p50 / default\'s | captured/sent | note |',
-    '|---|---|---|---|---:|---:|---:|---:|---:|---:|---|',
-  ];
-  for (const arm of CONTROL_ARMS) {
-    const r = s.arms.find((a) => a.arm === arm);
-    if (r === undefined) continue;
-    const v = CONTROL_VARIANTS[arm];
-    const vs = (metric: 'p50' | 'p99'): string => interval(s.comparisons?.find((c) => c.a === arm && c.b === 'ctl-none' && c.metric === metric)?.difference_us);
-    const ratio = r.added_p50_us !== undefined && none?.added_p50_us !== undefined && none.added_p50_us > 0 ? (r.added_p50_us / none.added_p50_us).toFixed(2) : dash;
-    const captured = r.captured === undefined ? dash : `${r.captured}/${r.sent ?? 0}`;
-    out.push(`| ${arm} | ${v.limits ? 'on' : dash} | ${v.budget ? 'on' : dash} | ${v.cache === 'off' ? dash : v.cache} | ${us(r.added_p50_us)} | ${us(r.added_p99_us)} | ${arm === 'ctl-none' ? dash : vs('p50')} | ${arm === 'ctl-none' ? dash : vs('p99')} | ${ratio} | ${captured} | ${rowNote(r)} |`);
+  const out: string[] = [];
+  for (const s of scenarios.filter((x) => isControlsScenario(x.name))) {
+    const none = s.arms.find((a) => a.arm === 'ctl-none');
+    const stream = s.arms.some((a) => a.ttft_p50_us !== undefined);
+    out.push(
+      `## ${s.title}, \`${s.name}\``,
+      '',
+      'The capturing, authenticating `sightline` gateway; each arm a team with these controls (limits and budget high enough never to refuse). "vs default": this arm\'s block minus the `ctl-none` block of the same round, mean [95 % t-interval], µs.',
+      '',
+      `| arm | limits | budget | cache | added p50 | added p99 | p50 vs default, blocks | p99 vs default, blocks | added p50 / default's |${stream ? ' added TTFT p50 | TTFT p50 vs default, blocks |' : ''} captured/sent | note |`,
+      `|---|---|---|---|---:|---:|---:|---:|---:|${stream ? '---:|---:|' : ''}---:|---|`,
+    );
+    for (const arm of CONTROL_ARMS) {
+      const r = s.arms.find((a) => a.arm === arm);
+      if (r === undefined) continue;
+      const v = CONTROL_VARIANTS[arm];
+      const vs = (metric: Comparison['metric']): string => (arm === 'ctl-none' ? dash : interval(s.comparisons?.find((c) => c.a === arm && c.b === 'ctl-none' && c.metric === metric)?.difference_us));
+      const ratio = r.added_p50_us !== undefined && none?.added_p50_us !== undefined && none.added_p50_us > 0 ? (r.added_p50_us / none.added_p50_us).toFixed(2) : dash;
+      const captured = r.captured === undefined ? dash : `${r.captured}/${r.sent ?? 0}`;
+      const ttft = stream ? ` ${us(r.added_ttft_p50_us)} | ${vs('ttft_p50')} |` : '';
+      out.push(`| ${arm} | ${v.limits ? 'on' : dash} | ${v.budget ? 'on' : dash} | ${v.cache === 'off' ? dash : v.cache} | ${us(r.added_p50_us)} | ${us(r.added_p99_us)} | ${vs('p50')} | ${vs('p99')} | ${ratio} |${ttft} ${captured} | ${rowNote(r)} |`);
+    }
+    out.push('');
   }
-  out.push('');
   return out;
 }
 

@@ -68,6 +68,13 @@ export const CONTROL_BUDGET = { usd: 1_000_000, period: 'day' } as const;
 /** The scenario of the controls matrix (1 KiB JSON, sequential), and its arms' only one. */
 export const CONTROLS_SCENARIO = 'controls-1k-seq';
 /**
+ * The controls matrix's scenarios: 1 KiB JSON in every run (the targets read it); full mode
+ * adds the rest of issue 12's matrix, 16 and 64 KiB JSON and OpenAI SSE at 16 concurrent.
+ */
+export function isControlsScenario(name: string): boolean {
+  return name.startsWith('controls-');
+}
+/**
  * The model the cached arms ask for: an exact route with `cache: { ttl: 10m }` in the bench's
  * gateway configuration (stack.ts benchConfig); exact names win over the `gpt-*` pattern the
  * other arms' `gpt-4o-mini` takes, and both have a price (budgets need one).
@@ -318,11 +325,16 @@ export function buildPlan(quick: boolean): Plan {
     prewarm: 50,
     notApplicable: {},
   });
-  scenarios.push(controlsScenario(n(600, 1_250)));
+  scenarios.push(controlsScenario(CONTROLS_SCENARIO, '1 KiB JSON, sequential', kib, false, { kind: 'sequential', requests: n(600, 1_250) }));
+  if (!quick) {
+    scenarios.push(controlsScenario('controls-16k-seq', '16 KiB JSON, sequential', 16 * kib, false, { kind: 'sequential', requests: 750 }));
+    scenarios.push(controlsScenario('controls-64k-seq', '64 KiB JSON, sequential', 64 * kib, false, { kind: 'sequential', requests: 750 }));
+    scenarios.push(controlsScenario('controls-sse', 'OpenAI SSE, 20 chunks, 16 concurrent', kib, true, { kind: 'concurrent', concurrency: 16, requests: 400 }));
+  }
   for (const s of scenarios) {
     if (s.name !== AUTH_COST_SCENARIO) s.notApplicable['sightline-noauth'] = `authentication off: measured in ${AUTH_COST_SCENARIO} only (auth cost)`;
     if (s.name !== EMBEDDED_SCENARIO) s.notApplicable['sightline-embedded'] = `embedded mode: measured in ${EMBEDDED_SCENARIO} only`;
-    if (s.name !== CONTROLS_SCENARIO) for (const a of CONTROL_ARMS) s.notApplicable[a] = `controls matrix: measured in ${CONTROLS_SCENARIO} only`;
+    if (!isControlsScenario(s.name)) for (const a of CONTROL_ARMS) s.notApplicable[a] = 'controls matrix: measured in the controls-* scenarios only';
   }
   return {
     mode: quick ? 'quick' : 'full',
@@ -353,11 +365,10 @@ export function buildPlan(quick: boolean): Plan {
  * the others send the same kind of body; the cache-hit arm repeats one body, which its block's
  * prewarm has stored.
  */
-function controlsScenario(requests: number): Scenario {
-  const kib = 1024;
-  const plain = { ...openaiRequest(OPENAI_MODEL, kib, false, undefined, true), unique: true };
-  const cachedMiss = { ...openaiRequest(CACHED_MODEL, kib, false, undefined, true), unique: true };
-  const cachedHit = openaiRequest(CACHED_MODEL, kib, false, undefined, true);
+function controlsScenario(name: string, title: string, bytes: number, stream: boolean, mode: DriverMode): Scenario {
+  const plain = { ...openaiRequest(OPENAI_MODEL, bytes, stream, undefined, true), unique: true };
+  const cachedMiss = { ...openaiRequest(CACHED_MODEL, bytes, stream, undefined, true), unique: true };
+  const cachedHit = openaiRequest(CACHED_MODEL, bytes, stream, undefined, true);
   const armRequests: Partial<Record<ArmName, Dialectal>> = {};
   for (const a of CONTROL_ARMS) {
     const v = CONTROL_VARIANTS[a];
@@ -366,15 +377,15 @@ function controlsScenario(requests: number): Scenario {
   const notApplicable: Partial<Record<ArmName, string>> = {};
   for (const a of ARMS) if (a !== 'direct' && !isControlArm(a)) notApplicable[a] = 'controls matrix: control arms only';
   return {
-    name: CONTROLS_SCENARIO,
-    title: '1 KiB JSON, sequential: controls matrix (issue 12)',
-    request: openaiRequest(OPENAI_MODEL, kib, false, undefined, true),
+    name,
+    title: `${title}: controls matrix (issue 12)`,
+    request: openaiRequest(OPENAI_MODEL, bytes, stream, undefined, true),
     armRequests,
     portkeyProvider: 'openai',
-    mock: JSON_MOCK,
-    mode: { kind: 'sequential', requests },
-    connections: 1,
-    prewarm: 50,
+    mock: stream ? SSE_MOCK : JSON_MOCK,
+    mode,
+    connections: mode.kind === 'concurrent' ? mode.concurrency : 1,
+    prewarm: mode.kind === 'concurrent' ? 32 : 30,
     notApplicable,
   };
 }
@@ -451,8 +462,8 @@ export interface BenchTeam {
  */
 export function benchTeams(scenarios: readonly string[]): BenchTeam[] {
   const out: BenchTeam[] = scenarios.map((s) => ({ team: teamOf(s) }));
-  for (const scenario of ['warmup', CONTROLS_SCENARIO]) {
-    if (!scenarios.includes(scenario)) continue;
+  for (const scenario of scenarios) {
+    if (scenario !== 'warmup' && !isControlsScenario(scenario)) continue;
     for (const arm of CONTROL_ARMS) {
       const v = CONTROL_VARIANTS[arm];
       const settings: TeamSettings = { description: `bench controls matrix: ${arm}` };

@@ -24,6 +24,7 @@ import {
   benchTeams,
   buildPlan,
   isControlArm,
+  isControlsScenario,
   teamOf,
   template,
 } from '../src/scenarios.js';
@@ -44,32 +45,42 @@ function scenario(name: string, arms: ArmRow[], over: Partial<ScenarioResult> = 
   return { name, title: name, driver: '', mock: {}, arms, ...over };
 }
 
-describe('controls scenario', () => {
+describe('controls scenarios', () => {
   for (const quick of [true, false]) {
     const plan = buildPlan(quick);
-    const s = plan.scenarios.find((x) => x.name === CONTROLS_SCENARIO);
-    it(`${quick ? 'quick' : 'full'}: runs the direct control and the control arms only, 1 KiB JSON sequential`, () => {
-      assert.ok(s !== undefined);
-      assert.equal(s.mode.kind, 'sequential');
-      const running = ARMS.filter((a) => a !== 'direct' && s.notApplicable[a] === undefined);
-      assert.deepEqual(running, [...CONTROL_ARMS]);
-      // Everywhere else the control arms are not applicable, and the embedded arm runs in one scenario.
+    const controls = plan.scenarios.filter((x) => isControlsScenario(x.name));
+    it(`${quick ? 'quick' : 'full'}: 1 KiB JSON in every run; 16 and 64 KiB and SSE in full mode`, () => {
+      assert.deepEqual(
+        controls.map((c) => c.name),
+        quick ? [CONTROLS_SCENARIO] : [CONTROLS_SCENARIO, 'controls-16k-seq', 'controls-64k-seq', 'controls-sse'],
+      );
+      assert.equal(controls[0]?.mode.kind, 'sequential');
+    });
+    it(`${quick ? 'quick' : 'full'}: run the direct control and the control arms only; the control arms nowhere else`, () => {
+      for (const s of controls) {
+        const running = ARMS.filter((a) => a !== 'direct' && s.notApplicable[a] === undefined);
+        assert.deepEqual(running, [...CONTROL_ARMS], s.name);
+      }
       for (const other of plan.scenarios) {
-        if (other.name === CONTROLS_SCENARIO) continue;
-        for (const a of CONTROL_ARMS) assert.match(other.notApplicable[a] ?? '', /controls-1k-seq only/, `${other.name} ${a}`);
+        if (isControlsScenario(other.name)) continue;
+        for (const a of CONTROL_ARMS) assert.match(other.notApplicable[a] ?? '', /controls-\* scenarios only/, `${other.name} ${a}`);
         assert.equal(other.notApplicable['sightline-embedded'] === undefined, other.name === EMBEDDED_SCENARIO, other.name);
       }
     });
-    it(`${quick ? 'quick' : 'full'}: sends each control arm its route's model, unique bodies for all but the cache hit, 1,024 bytes each`, () => {
-      assert.ok(s !== undefined);
-      for (const a of ['direct', ...CONTROL_ARMS] as ArmName[]) {
-        const t = template(a, TARGET, s.name, s.request, s.directRequest, s.portkeyProvider, s.armRequests);
-        assert.equal(Buffer.byteLength(t.body), 1024, a);
-        assert.ok(t.body.includes(UNIQUE_MARKER), a);
-        const body = JSON.parse(t.body) as { model: string };
-        const v = isControlArm(a) ? CONTROL_VARIANTS[a] : undefined;
-        assert.equal(body.model, v !== undefined && v.cache !== 'off' ? CACHED_MODEL : OPENAI_MODEL, a);
-        assert.equal(t.unique === true, v !== undefined && v.cache !== 'hit', a);
+    it(`${quick ? 'quick' : 'full'}: send each control arm its route's model, unique bodies for all but the cache hit, of the scenario's size`, () => {
+      const sizes: Record<string, number> = { [CONTROLS_SCENARIO]: 1024, 'controls-16k-seq': 16 * 1024, 'controls-64k-seq': 64 * 1024, 'controls-sse': 1024 };
+      for (const s of controls) {
+        for (const a of ['direct', ...CONTROL_ARMS] as ArmName[]) {
+          const t = template(a, TARGET, s.name, s.request, s.directRequest, s.portkeyProvider, s.armRequests);
+          assert.equal(Buffer.byteLength(t.body), sizes[s.name], `${s.name} ${a}`);
+          assert.ok(t.body.includes(UNIQUE_MARKER), a);
+          const body = JSON.parse(t.body) as { model: string; stream?: boolean };
+          assert.equal(body.stream === true, s.name === 'controls-sse');
+          assert.equal(t.stream, s.name === 'controls-sse' ? 'openai' : undefined);
+          const v = isControlArm(a) ? CONTROL_VARIANTS[a] : undefined;
+          assert.equal(body.model, v !== undefined && v.cache !== 'off' ? CACHED_MODEL : OPENAI_MODEL, a);
+          assert.equal(t.unique === true, v !== undefined && v.cache !== 'hit', a);
+        }
       }
     });
   }
@@ -78,8 +89,10 @@ describe('controls scenario', () => {
 describe('control teams', () => {
   const names = benchScenarios(buildPlan(true));
   const teams = benchTeams(names);
-  it('one team per scenario name, plus one per control arm in the warm-up and the controls scenario', () => {
+  it('one team per scenario name, plus one per control arm in the warm-up and each controls scenario', () => {
     assert.equal(teams.length, names.length + 2 * CONTROL_ARMS.length);
+    const full = benchScenarios(buildPlan(false));
+    assert.equal(benchTeams(full).length, full.length + 5 * CONTROL_ARMS.length);
     assert.equal(new Set(teams.map((t) => t.team)).size, teams.length, 'the completeness check counts by team');
     for (const t of teams) assert.match(t.team, /^[a-z0-9-]{1,64}$/, 'safe in SQL and a valid team name');
   });
@@ -178,6 +191,14 @@ describe('embedded and controls targets', () => {
     assert.ok(lines.includes('| ctl-none | – | – | – | 100 | 300 | – | – | 1.00 | 10/10 |  |'), lines.join('\n'));
     assert.ok(lines.includes('| ctl-limits | on | – | – | 104 | 310 | 4 [1, 7] | 10 [-30, 50] | 1.04 | 10/10 |  |'), lines.join('\n'));
     assert.deepEqual(controlsTable([scenario('json-1k-seq', [])]), []);
+  });
+  it('adds the TTFT columns for a streamed controls scenario, one table per scenario', () => {
+    const sse = scenario('controls-sse', [row('ctl-none', { added_p50_us: 900, added_p99_us: 2000, ttft_p50_us: 5400, added_ttft_p50_us: 300 }), row('ctl-cache-hit', { added_p50_us: -4000, added_p99_us: 100, ttft_p50_us: 600, added_ttft_p50_us: -4500 })], {
+      comparisons: [{ a: 'ctl-cache-hit', b: 'ctl-none', metric: 'ttft_p50', difference_us: { mean: -4800, lo: -5000, hi: -4600, n: 12 }, distinguishable: true }],
+    });
+    const lines = controlsTable([scenario(CONTROLS_SCENARIO, [row('ctl-none', { added_p50_us: 100 })]), sse]);
+    assert.equal(lines.filter((l) => l.startsWith('## ')).length, 2);
+    assert.ok(lines.includes('| ctl-cache-hit | – | – | hit | -4000 | 100 | – | – | -4.44 | -4500 | -4800 [-5000, -4600] | – |  |'), lines.join('\n'));
   });
 });
 

@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import { strict as assert } from 'node:assert';
 import { FirstTokenScanner } from '../src/sse.js';
 import { added, authCost, captureCost, drift, errorRate, meanPercentiles, padBody, portkeyRatio, rotate } from '../src/stats.js';
-import { AUTH_COST_SCENARIO, CONTROLS_SCENARIO, LADDER_ARMS, PROXY_ARMS, benchScenarios, buildPlan, isControlArm, keyHeaders, teamOf, template } from '../src/scenarios.js';
+import { AUTH_COST_SCENARIO, LADDER_ARMS, PROXY_ARMS, benchScenarios, buildPlan, isControlArm, isControlsScenario, keyHeaders, teamOf, template } from '../src/scenarios.js';
 import type { ArmName, ArmTarget } from '../src/scenarios.js';
 import { nginxConfig } from '../src/peers/nginx.js';
 
@@ -183,7 +183,7 @@ describe('authenticated arms', () => {
         const na = s.notApplicable['sightline-noauth'];
         if (s.name === AUTH_COST_SCENARIO) assert.equal(na, undefined);
         else assert.match(na ?? '', /measured in json-1k-seq only/, s.name);
-        if (s.name === CONTROLS_SCENARIO) continue;
+        if (isControlsScenario(s.name)) continue;
         // The other arms keep their own applicability (the embedded and control arms have
         // their own scenario: bench-matrix.test.ts).
         assert.deepEqual(
