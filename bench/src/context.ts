@@ -102,7 +102,11 @@ export class RunContext {
     // Every answer is in, so the mock has seen every request that reached it.
     const stats = await this.stack.mock.stats();
     this.diagnose(arm, spec.id.split('/').slice(0, 2).join('/'), result);
-    return { result, mockRequests: stats.requests, rss: sumRss(arm.pids()) };
+    // Every Sightline gateway of the run, idle or not, refreshes its providers' model lists in
+    // the background (GET /v1/models every 10 minutes, SIGHTLINE_MODELS_REFRESH_MS): those land
+    // in whichever block is running, so they are left out of the block's count. No scenario
+    // sends /v1/models itself.
+    return { result, mockRequests: stats.requests - stats.models, rss: sumRss(arm.pids()) };
   }
 
   /**

@@ -45,6 +45,8 @@ export const CH_DATABASE = 'sightline';
 
 export interface MockStatsView {
   requests: number;
+  /** Of `requests`, model lists (`/v1/models`): the gateways refresh them in the background. */
+  models: number;
   completed: number;
   aborted: number;
   inFlight: number;
@@ -110,7 +112,7 @@ export class Mock {
   async stats(): Promise<MockStatsView> {
     const s = (await this.admin('GET', '/_mock/stats')) as Partial<Record<keyof MockStatsView, unknown>>;
     const num = (v: unknown): number => (typeof v === 'number' ? v : Number.NaN);
-    return { requests: num(s.requests), completed: num(s.completed), aborted: num(s.aborted), inFlight: num(s.inFlight) };
+    return { requests: num(s.requests), models: num(s.models), completed: num(s.completed), aborted: num(s.aborted), inFlight: num(s.inFlight) };
   }
 }
 
