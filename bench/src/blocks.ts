@@ -138,7 +138,9 @@ export async function scenario(ctx: RunContext, s: Scenario): Promise<ScenarioRe
   ctx.record(driftGate(s.name, pb.p50, pa.p50));
 
   const directRounds = blocks.get('direct') ?? [];
-  const directRow = armRow('direct', [before, after], undefined, undefined, undefined);
+  // Its blocks, counts and rate cover every direct block (control blocks and rounds); its
+  // percentiles are the floor (below).
+  const directRow = armRow('direct', [before, ...directRounds, after], undefined, undefined, undefined);
   addIntervals(directRow, directRounds, undefined);
   // The direct row shows the floor itself (the mean), not the merged blocks.
   Object.assign(directRow, { p50_us: floor.p50, p90_us: floor.p90, p99_us: floor.p99, p999_us: floor.p999 });
