@@ -45,7 +45,8 @@ const USAGE = `usage: npm run bench [-- --quick] [--no-netns] [--pin apart|split
   --rates     open-loop ladder rates in req/s, e.g. 3500,5000 (default: quick 500,1000;
               full 1000,2000,3500,5000)
   --only      run only these scenarios (json-1k-seq, json-1k-c16, json-16k-seq, json-64k-seq,
-              sse-openai, sse-anthropic, sse-cross, responses-1k-seq, controls-1k-seq, ladder); gates still
+              sse-openai, sse-anthropic, sse-cross, responses-1k-seq, controls-1k-seq; full
+              mode also controls-16k-seq, controls-64k-seq, controls-sse; ladder); gates still
               apply to what ran`;
 
 export interface Flags {
