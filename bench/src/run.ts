@@ -161,7 +161,8 @@ export async function run(opts: RunOptions): Promise<number> {
       wall_s: Math.round((finished.getTime() - started.getTime()) / 1000),
       rig: await rig(stack, pin, opts.netns, driver.pid),
       method: {
-        arms_order: 'direct control block, then rounds of one block per proxy arm in rotated order, then a second direct control block',
+        arms_order: 'direct control block, then rounds of one block per arm (direct included) in rotated order, then a second direct control block',
+        intervals: "95 % Student's t-interval over the rounds' blocks: mean block p99; per-round differences against the direct block of the same round (added p50 / p99 / TTFT p50) and between arms (comparisons)",
         rounds: plan.rounds,
         warmup_per_arm: `${plan.warmup.sequential} sequential + ${plan.warmup.concurrent} at 16 concurrent (1 KiB JSON) + ${plan.warmup.stream} OpenAI SSE at 16 concurrent`,
         warmup_result: JSON.stringify(warm),
