@@ -25,6 +25,14 @@ export class ContentWorker implements ContentPreparer {
 
   constructor(readonly log: (msg: string) => void = () => {}) {}
 
+  /**
+   * Starts the thread now rather than at the first job: its start (loading modules; seconds
+   * under tsx on a busy machine) then does not hold up the first batches.
+   */
+  warm(): void {
+    if (!this.#closed && this.#worker === null) this.#start();
+  }
+
   get pending(): number {
     return this.#waiting.size;
   }
