@@ -2,8 +2,10 @@
  * The capture hand-off: finished request records in, published record batches out.
  *
  * `record()` is the only call on the request side, made once the response is over: it
- * serialises the record (wire.ts: fields, marks and the usage read from the response, ~7 µs;
- * the ingester builds the spans) into a bounded queue. Batches are cut on a timer that is
+ * serialises the record (wire.ts: fields, marks and the usage read from the response; the
+ * ingester builds the spans) into a bounded queue. With a content preparer (the gateway's
+ * worker thread) only the record's fields are serialised here, and its usage and content
+ * are made from copies in the worker, a batch's records in one message (job.ts, issue 15). Batches are cut on a timer that is
  * `unref()`'d and published with a message id and a bound on publishes in flight, each with
  * a timeout (modelled on OpenTelemetry's BatchSpanProcessor bounds and counters).
  *
