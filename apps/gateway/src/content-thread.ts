@@ -1,23 +1,35 @@
 /**
- * The content worker thread (content-worker.ts): prepares captured content — long base64
- * replaced, both sides cut at the bound and decoded, secrets replaced, serialised — away from
- * the thread that serves requests. Pure work; no I/O.
+ * The content worker thread (content-worker.ts): reads the usage from kept responses and
+ * prepares captured content — long base64 replaced, both sides cut at the bound and decoded,
+ * secrets replaced, serialised — away from the thread that serves requests (issue 15). Pure
+ * work; no I/O.
  */
 import { parentPort } from 'node:worker_threads';
-import { contentFrom, type ContentInput } from '@sightline/capture';
+import { contentFrom, prepareJob, type ContentInput, type PreparedTail, type RecordJob } from '@sightline/capture';
 import { redactSecrets } from '@sightline/redact';
 
 /** Under NATS's default max_payload with room for the rest of the record (capture.ts MAX_RECORD_BYTES). */
 const MAX_CONTENT_BYTES = 900 * 1024;
 
+/** One record's content (ContentWorker.prepare). */
 export interface ContentJobMessage {
+  kind: 'content';
   id: number;
   input: ContentInput;
   maxBytes: number;
   keepBase64: boolean;
 }
 
-export type ContentJobAnswer = { id: number; json: string; bytes: number } | { id: number; error: string };
+/** A batch's records: usage and content of each (ContentWorker.prepareJobs). */
+export interface RecordJobsMessage {
+  kind: 'jobs';
+  id: number;
+  jobs: RecordJob[];
+  maxBytes: number;
+  keepBase64: boolean;
+}
+
+export type ContentJobAnswer = { id: number; json: string; bytes: number } | { id: number; tails: (PreparedTail | null)[] } | { id: number; error: string };
 
 function prepare(m: ContentJobMessage): { json: string; bytes: number } {
   // Content escaped to many times its size is cut harder, so the record still fits a NATS message.
@@ -29,10 +41,21 @@ function prepare(m: ContentJobMessage): { json: string; bytes: number } {
   return { json: 'null', bytes: 4 };
 }
 
-parentPort?.on('message', (m: ContentJobMessage) => {
+/** Each job alone: one that fails answers null (the serving thread then prepares it itself). */
+function prepareAll(m: RecordJobsMessage): (PreparedTail | null)[] {
+  return m.jobs.map((job) => {
+    try {
+      return prepareJob(job, m.maxBytes, m.keepBase64, redactSecrets);
+    } catch {
+      return null;
+    }
+  });
+}
+
+parentPort?.on('message', (m: ContentJobMessage | RecordJobsMessage) => {
   let answer: ContentJobAnswer;
   try {
-    answer = { id: m.id, ...prepare(m) };
+    answer = m.kind === 'jobs' ? { id: m.id, tails: prepareAll(m) } : { id: m.id, ...prepare(m) };
   } catch (e) {
     answer = { id: m.id, error: e instanceof Error ? e.message : String(e) };
   }

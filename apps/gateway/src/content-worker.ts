@@ -6,11 +6,11 @@
  * capture prepares them itself (capture.ts); a new worker is started for later jobs.
  */
 import { Worker } from 'node:worker_threads';
-import type { ContentInput, ContentPreparer } from '@sightline/capture';
-import type { ContentJobAnswer, ContentJobMessage } from './content-thread.js';
+import type { ContentInput, ContentPreparer, PreparedTail, RecordJob } from '@sightline/capture';
+import type { ContentJobAnswer, ContentJobMessage, RecordJobsMessage } from './content-thread.js';
 
 interface Waiting {
-  resolve: (r: { json: string; bytes: number }) => void;
+  resolve: (r: ContentJobAnswer) => void;
   reject: (e: Error) => void;
 }
 
@@ -24,6 +24,14 @@ export class ContentWorker implements ContentPreparer {
   #closed = false;
 
   constructor(readonly log: (msg: string) => void = () => {}) {}
+
+  /**
+   * Starts the thread now rather than at the first job: its start (loading modules; seconds
+   * under tsx on a busy machine) then does not hold up the first batches.
+   */
+  warm(): void {
+    if (!this.#closed && this.#worker === null) this.#start();
+  }
 
   get pending(): number {
     return this.#waiting.size;
@@ -54,17 +62,31 @@ export class ContentWorker implements ContentPreparer {
   }
 
   prepare(input: ContentInput, maxBytes: number, keepBase64: boolean): Promise<{ json: string; bytes: number }> {
+    const transfer: ArrayBuffer[] = [];
+    if (input.requestBody !== null) transfer.push(input.requestBody.buffer as ArrayBuffer);
+    for (const c of input.contentOut ?? []) if (typeof c !== 'string') transfer.push(c.buffer as ArrayBuffer);
+    return this.#post((id) => ({ kind: 'content', id, input, maxBytes, keepBase64 }), transfer).then((a) => {
+      if (!('json' in a)) throw new Error('content worker: unexpected answer');
+      return { json: a.json, bytes: a.bytes };
+    });
+  }
+
+  prepareJobs(jobs: RecordJob[], transfer: ArrayBuffer[], maxBytes: number, keepBase64: boolean): Promise<(PreparedTail | null)[]> {
+    return this.#post((id): RecordJobsMessage => ({ kind: 'jobs', id, jobs, maxBytes, keepBase64 }), transfer).then((a) => {
+      if (!('tails' in a) || a.tails.length !== jobs.length) throw new Error('content worker: unexpected answer');
+      // A job the worker could not prepare (null) is prepared by the capture itself.
+      return a.tails;
+    });
+  }
+
+  #post(message: (id: number) => ContentJobMessage | RecordJobsMessage, transfer: ArrayBuffer[]): Promise<ContentJobAnswer> {
     if (this.#closed) return Promise.reject(new Error('content worker closed'));
     const w = this.#worker ?? this.#start();
     const id = ++this.#nextId;
     return new Promise((resolve, reject) => {
       this.#waiting.set(id, { resolve, reject });
-      const transfer: ArrayBuffer[] = [];
-      if (input.requestBody !== null) transfer.push(input.requestBody.buffer as ArrayBuffer);
-      for (const c of input.contentOut ?? []) if (typeof c !== 'string') transfer.push(c.buffer as ArrayBuffer);
-      const m: ContentJobMessage = { id, input, maxBytes, keepBase64 };
       try {
-        w.postMessage(m, transfer);
+        w.postMessage(message(id), transfer);
       } catch (e) {
         this.#waiting.delete(id);
         reject(e as Error);

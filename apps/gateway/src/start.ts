@@ -77,6 +77,7 @@ export async function startGateway(opts: StartGatewayOptions): Promise<GatewayHa
   if (enabled && spoolDir !== null) Spool.claim(spoolDir);
   // Content is prepared in a worker thread unless told otherwise (SIGHTLINE_CONTENT_THREAD=0).
   const contentWorker = enabled && opts.config.capture.content !== 'none' || enabled && opts.directory != null ? (opts.contentThread === false ? null : new ContentWorker(log)) : null;
+  contentWorker?.warm();
   if (enabled) {
     if (opts.publisher === undefined) throw new Error('startGateway needs a publisher when capture is on');
     capture = new Capture({

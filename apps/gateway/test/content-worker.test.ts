@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MemoryBus } from '@sightline/bus';
-import { Capture, RequestRecord, contentOf, detachedInput, contentInputOf, keepContent } from '@sightline/capture';
+import { Capture, RequestRecord, contentOf, detachedInput, contentInputOf, keepContent, keepResponseChunk, type ContentPreparer } from '@sightline/capture';
 import type { CaptureBatchV2 } from '@sightline/core';
 import { redactSecrets } from '@sightline/redact';
 import { ContentWorker } from '../src/content-worker.js';
@@ -55,4 +55,86 @@ test('a capture whose worker is gone prepares the content itself: nothing is los
   const rec = batches[0]!.records[0]!;
   assert.ok(rec.content !== null && rec.content.request.includes('[SECRET:openai]'));
   assert.ok(!JSON.stringify(batches).includes(LEAKED));
+});
+
+/** A served stream of `n` Anthropic deltas, its usage in message_start and message_delta. */
+function streamed(i: number): RequestRecord {
+  const r = record(1);
+  r.seq = 100 + i;
+  r.stream = true;
+  keepResponseChunk(r, Buffer.from(`event: message_start\ndata: {"type":"message_start","message":{"model":"claude-x","usage":{"input_tokens":${10 + i},"output_tokens":1}}}\n\n`));
+  keepResponseChunk(r, Buffer.from('event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}\n\n'));
+  keepResponseChunk(r, Buffer.from(`event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":${20 + i}}}\n\n`));
+  return r;
+}
+
+async function published(bus: MemoryBus, requests: number): Promise<CaptureBatchV2[]> {
+  const batches: CaptureBatchV2[] = [];
+  await waitFor(`${requests} requests published`, async () => {
+    for (const m of await bus.fetch(10, 10)) batches.push(JSON.parse(Buffer.from(m.data).toString('utf8')) as CaptureBatchV2);
+    return batches.reduce((n, b) => n + b.records.length, 0) >= requests;
+  });
+  return batches;
+}
+
+test('the records of a batch go to the worker in one message; their usage is read there', async () => {
+  const w = new ContentWorker();
+  let messages = 0;
+  let jobs = 0;
+  const counting: ContentPreparer = {
+    prepare: (i, m, k) => w.prepare(i, m, k),
+    prepareJobs: (js, t, m, k) => {
+      messages++;
+      jobs += js.length;
+      return w.prepareJobs(js, t, m, k);
+    },
+    get pending() {
+      return w.pending;
+    },
+    close: () => w.close(),
+  };
+  const bus = new MemoryBus();
+  const capture = new Capture({ instance: 'gw-jobs', config: captureConfig({ flushIntervalMs: 60_000 }), publisher: bus, content: { maxBytes: 256 * 1024, keepBase64: false, redactSecrets }, contentPreparer: counting });
+  try {
+    for (let i = 0; i < 5; i++) capture.record(streamed(i));
+    // Nothing is sent before the batch is due (here: the flush).
+    assert.equal(messages, 0);
+    assert.equal(await capture.close(5000), 0);
+    assert.deepEqual([messages, jobs], [1, 5]);
+    const batches = await published(bus, 5);
+    const recs = batches.flatMap((b) => b.records);
+    assert.deepEqual(recs.map((r) => [r.seq, r.responseModel, r.inputTokens, r.outputTokens, r.usageFound]), [0, 1, 2, 3, 4].map((i) => [100 + i, 'claude-x', 10 + i, 20 + i, true]));
+    assert.ok(recs.every((r) => r.content !== null && r.content.request.includes('[SECRET:openai]')));
+    assert.ok(!JSON.stringify(batches).includes(LEAKED));
+  } finally {
+    await w.close();
+  }
+});
+
+test('a full batch goes to the worker at once, without waiting for the flush interval', async () => {
+  const w = new ContentWorker();
+  const bus = new MemoryBus();
+  const capture = new Capture({ instance: 'gw-full', config: captureConfig({ flushIntervalMs: 60_000, batchMaxRequests: 3 }), publisher: bus, content: { maxBytes: 256 * 1024, keepBase64: false, redactSecrets }, contentPreparer: w });
+  try {
+    for (let i = 0; i < 3; i++) capture.record(streamed(i));
+    const batches = await published(bus, 3);
+    assert.deepEqual(batches.map((b) => b.records.length), [3]);
+    assert.deepEqual(batches[0]!.records.map((r) => r.outputTokens), [20, 21, 22]);
+  } finally {
+    await capture.close(1000);
+    await w.close();
+  }
+});
+
+test('records whose worker is gone get their usage read in the serving thread', async () => {
+  const w = new ContentWorker();
+  await w.close();
+  const bus = new MemoryBus();
+  const capture = new Capture({ instance: 'gw-gone', config: captureConfig(), publisher: bus, content: { maxBytes: 256 * 1024, keepBase64: false, redactSecrets }, contentPreparer: w });
+  capture.record(streamed(0));
+  capture.record(streamed(1));
+  assert.equal(await capture.close(2000), 0);
+  const recs = (await published(bus, 2)).flatMap((b) => b.records);
+  assert.deepEqual(recs.map((r) => [r.inputTokens, r.outputTokens]), [[10, 20], [11, 21]]);
+  assert.equal(capture.stats.dropped, 0);
 });

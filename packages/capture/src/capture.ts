@@ -2,8 +2,10 @@
  * The capture hand-off: finished request records in, published record batches out.
  *
  * `record()` is the only call on the request side, made once the response is over: it
- * serialises the record (wire.ts: fields, marks and the usage read from the response, ~7 µs;
- * the ingester builds the spans) into a bounded queue. Batches are cut on a timer that is
+ * serialises the record (wire.ts: fields, marks and the usage read from the response; the
+ * ingester builds the spans) into a bounded queue. With a content preparer (the gateway's
+ * worker thread) only the record's fields are serialised here, and its usage and content
+ * are made from copies in the worker, a batch's records in one message (job.ts, issue 15). Batches are cut on a timer that is
  * `unref()`'d and published with a message id and a bound on publishes in flight, each with
  * a timeout (modelled on OpenTelemetry's BatchSpanProcessor bounds and counters).
  *
@@ -19,7 +21,8 @@ import type { BusPublisher } from '@sightline/bus';
 import type { CaptureConfig } from '@sightline/config';
 import type { RequestRecord } from './record.js';
 import { batchHead, toWire } from './wire.js';
-import { contentFrom, contentInputOf, detachedInput, type ContentOptions, type ContentPreparer } from './content.js';
+import { type ContentOptions, type ContentPreparer } from './content.js';
+import { prepareJob, recordJob, recordJson, type RecordJob } from './job.js';
 import { Spool, type SpoolEntry } from './spool.js';
 import type { CaptureSink, CaptureStats } from './sink.js';
 
@@ -79,8 +82,13 @@ export class Capture implements CaptureSink {
   readonly #spool: Spool | null;
   readonly #content: ContentOptions | undefined;
   readonly #preparer: ContentPreparer | undefined;
-  /** Records waiting for their content from the preparer. */
+  /** Records waiting for their usage and content: held in #jobs, or at the preparer. */
   #preparing = 0;
+  /** Records handed over since the last flush: their heads and jobs (job.ts), sent to the preparer together. */
+  #heads: string[] = [];
+  #jobs: RecordJob[] = [];
+  #transfer: ArrayBuffer[] = [];
+  #jobBytes = 0;
   /** Finished records, serialised, not yet in a batch, and their sizes in bytes (UTF-8). */
   #pending: string[] = [];
   #pendingSizes: number[] = [];
@@ -145,41 +153,25 @@ export class Capture implements CaptureSink {
       return;
     }
     const content = this.#content;
-    const preparer = this.#preparer;
-    if (content !== undefined && preparer !== undefined && rec.contentPolicy !== 'none') {
-      // The record now, without content; its content from the worker, spliced in when it comes.
-      let base: string;
-      let job: ReturnType<typeof detachedInput>;
+    if (content !== undefined && this.#preparer !== undefined) {
+      // Issue 15: here only the record's head and copies of its bytes; its usage and content
+      // are made in the worker, for the whole batch in one message when the batch is due.
+      let r: ReturnType<typeof recordJob>;
       try {
-        base = JSON.stringify(toWire(rec, undefined));
-        job = detachedInput(contentInputOf(rec)!, content.maxBytes);
+        r = recordJob(rec, true, content.maxBytes);
       } catch (e) {
         this.stats.dropped++;
         this.#onError(e);
         return;
       }
+      this.#heads.push(r.head);
+      this.#jobs.push(r.job);
+      for (const b of r.transfer) {
+        this.#transfer.push(b);
+        this.#jobBytes += b.byteLength;
+      }
       this.#preparing++;
-      preparer.prepare(job.input, content.maxBytes, content.keepBase64).then(
-        (c) => {
-          this.#preparing--;
-          // toWire puts `content` last: `…,"content":null}` becomes `…,"content":{…}}`.
-          const json = base.slice(0, -5) + c.json + '}';
-          this.#accept(json, Buffer.byteLength(base) - 4 + c.bytes + 1);
-        },
-        (e: unknown) => {
-          // The worker could not: prepare it here rather than lose it.
-          this.#preparing--;
-          this.#onError(e);
-          try {
-            const c = JSON.stringify(contentFrom(job.input, content));
-            const json = base.slice(0, -5) + c + '}';
-            this.#accept(json, Buffer.byteLength(json) + 1);
-          } catch (e2) {
-            this.#accept(base, Buffer.byteLength(base) + 1);
-            this.#onError(e2);
-          }
-        },
-      );
+      this.#schedule(this.#jobs.length + this.#pending.length, this.#jobBytes + this.#pendingBytes);
       return;
     }
     let json: string;
@@ -196,11 +188,20 @@ export class Capture implements CaptureSink {
 
   /** Queues a serialised record (its size in UTF-8 bytes, with the separator). */
   #accept(json: string, size: number): void {
+    this.#enqueue(json, size);
+    this.#schedule(this.#pending.length + this.#jobs.length, this.#pendingBytes + this.#jobBytes);
+  }
+
+  #enqueue(json: string, size: number): void {
     this.#pending.push(json);
     this.#pendingSizes.push(size);
     this.#pendingBytes += size;
     this.stats.queued++;
-    if (this.#pending.length >= this.#cfg.batchMaxRequests || this.#pendingBytes >= this.#maxBytes) {
+  }
+
+  /** Arms the flush timer: at once when a batch is full, else after the flush interval. */
+  #schedule(requests: number, bytes: number): void {
+    if (requests >= this.#cfg.batchMaxRequests || bytes >= this.#maxBytes) {
       if (this.#timer !== null) clearTimeout(this.#timer);
       this.#timer = setTimeout(this.#onTimer, 0);
       this.#timer.unref();
@@ -212,9 +213,53 @@ export class Capture implements CaptureSink {
 
   readonly #onTimer = (): void => {
     this.#timer = null;
+    this.#sendJobs();
     this.#buildBatches();
     this.#pump();
   };
+
+  /**
+   * Sends the records handed over since the last flush to the preparer, in one message; their
+   * batch is built when the answer comes. If the preparer fails, they are prepared here
+   * rather than lost.
+   */
+  #sendJobs(): void {
+    const jobs = this.#jobs;
+    if (jobs.length === 0) return;
+    const heads = this.#heads;
+    const transfer = this.#transfer;
+    this.#jobs = [];
+    this.#heads = [];
+    this.#transfer = [];
+    this.#jobBytes = 0;
+    const content = this.#content!;
+    const done = (tails: readonly ({ usageJson: string; contentJson: string } | null)[]): void => {
+      this.#preparing -= jobs.length;
+      for (let i = 0; i < jobs.length; i++) {
+        let tail = tails[i] ?? null;
+        if (tail === null) {
+          try {
+            tail = prepareJob(jobs[i]!, content.maxBytes, content.keepBase64, content.redactSecrets);
+          } catch (e) {
+            this.stats.dropped++;
+            this.#onError(e);
+            continue;
+          }
+        }
+        const json = recordJson(heads[i]!, tail);
+        this.#enqueue(json, Buffer.byteLength(json) + 1);
+      }
+      // The flush these records were due in has come: batch and publish them now (records
+      // handed over since have their own timer).
+      this.#buildBatches();
+      this.#pump();
+    };
+    this.#preparer!.prepareJobs(jobs, transfer, content.maxBytes, content.keepBase64).then(done, (e: unknown) => {
+      // The worker could not: prepare them here rather than lose them.
+      this.#onError(e);
+      done([]);
+    });
+  }
 
   /** Whether new batches must go to the spool to stay behind older ones, or because NATS is away. */
   #spoolFirst(): boolean {
@@ -444,6 +489,7 @@ export class Capture implements CaptureSink {
       this.#timer = null;
     }
     const deadline = Date.now() + timeoutMs;
+    this.#sendJobs();
     // Records whose content is being prepared come back within the deadline, or are counted below.
     while (this.#preparing > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
     this.#buildBatches();

@@ -12,6 +12,7 @@
  */
 import type { WireContent } from '@sightline/core';
 import type { RequestRecord } from './record.js';
+import type { PreparedTail, RecordJob } from './job.js';
 
 /** Replaces secrets in a text; returns the counts by placeholder type. */
 export type SecretRedactor = (text: string) => { text: string; counts: Record<string, number> };
@@ -189,6 +190,11 @@ export function contentFrom(rec: ContentInput, opts: ContentOptions): WireConten
  */
 export interface ContentPreparer {
   prepare(input: ContentInput, maxBytes: number, keepBase64: boolean): Promise<{ json: string; bytes: number }>;
+  /**
+   * The usage and content of many records in one message (job.ts, issue 15): one hand-off per
+   * batch instead of one per request. `transfer`: the jobs' buffers, moved, not copied.
+   */
+  prepareJobs(jobs: RecordJob[], transfer: ArrayBuffer[], maxBytes: number, keepBase64: boolean): Promise<(PreparedTail | null)[]>;
   /** Jobs sent and not answered yet. */
   readonly pending: number;
   close(): Promise<void>;

@@ -17,14 +17,20 @@ import { contentOf, type ContentOptions } from './content.js';
  */
 export function recordUsage(r: RequestRecord): Usage {
   if (r.usage !== null) return r.usage;
-  const u = extractUsage(r.responseChunks, r.stream);
-  if (r.partial && r.stream && u.deltas > u.outputTokens) u.outputTokens = u.deltas;
+  const u = usageOfKept(r.responseChunks, r.stream, r.partial);
   r.usage = u;
   return u;
 }
 
-export function toWire(r: RequestRecord, content?: ContentOptions): WireRecord {
-  const u = recordUsage(r);
+/** The usage read from kept response bytes (recordUsage; the content worker runs it on a copy). */
+export function usageOfKept(chunks: readonly Buffer[] | null, stream: boolean, partial: boolean): Usage {
+  const u = extractUsage(chunks, stream);
+  if (partial && stream && u.deltas > u.outputTokens) u.outputTokens = u.deltas;
+  return u;
+}
+
+/** The record's fields and marks: everything of its WireRecord but the usage and the content. */
+function wireFields(r: RequestRecord): Omit<WireRecord, 'responseModel' | 'inputTokens' | 'outputTokens' | 'cacheReadTokens' | 'cacheWriteTokens' | 'usageFound' | 'content'> {
   return {
     seq: r.seq,
     traceId: r.traceId,
@@ -70,16 +76,41 @@ export function toWire(r: RequestRecord, content?: ContentOptions): WireRecord {
     aborted: r.aborted,
     requestBytes: r.requestBytes,
     responseBytes: r.responseBytes,
+    endUser: r.endUser,
+    sessionId: r.sessionId,
+    tagKeys: r.tagKeys ?? [],
+    tagValues: r.tagValues ?? [],
+  };
+}
+
+/**
+ * The usage fields of a WireRecord as JSON members (no braces), in toWire's order: what is
+ * appended to `wireHead` once the usage is known (capture.ts, issue 15).
+ */
+export function usageMembers(u: Usage): string {
+  return `"responseModel":${JSON.stringify(u.responseModel)},"inputTokens":${u.inputTokens},"outputTokens":${u.outputTokens},"cacheReadTokens":${u.cacheReadTokens},"cacheWriteTokens":${u.cacheWriteTokens},"usageFound":${u.found || u.outputTokens > 0}`;
+}
+
+/**
+ * The record's JSON up to its usage: `{…fields…` without the closing brace. With
+ * `usageMembers` and `"content":…}` after it, the same JSON as `JSON.stringify(toWire(r, …))`.
+ * Reads neither the kept response nor the content: the serving thread's part (issue 15).
+ */
+export function wireHead(r: RequestRecord): string {
+  return JSON.stringify(wireFields(r)).slice(0, -1);
+}
+
+export function toWire(r: RequestRecord, content?: ContentOptions): WireRecord {
+  const u = recordUsage(r);
+  return {
+    ...wireFields(r),
+    // The usage and the content last: capture.ts appends them to wireHead off the serving thread.
     responseModel: u.responseModel,
     inputTokens: u.inputTokens,
     outputTokens: u.outputTokens,
     cacheReadTokens: u.cacheReadTokens,
     cacheWriteTokens: u.cacheWriteTokens,
     usageFound: u.found || u.outputTokens > 0,
-    endUser: r.endUser,
-    sessionId: r.sessionId,
-    tagKeys: r.tagKeys ?? [],
-    tagValues: r.tagValues ?? [],
     content: content === undefined ? null : contentOf(r, content),
   };
 }

@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RequestRecord, contentOf, keepContent, placeholderBase64, type ContentOptions } from '@sightline/capture';
+import { RequestRecord, contentOf, keepContent, keepResponseChunk, placeholderBase64, prepareJob, recordJob, recordJson, toWire, NO_USAGE, type ContentOptions } from '@sightline/capture';
+import { servedRecord } from '../../../test/support/records.js';
 
 const noRedact: ContentOptions['redactSecrets'] = (text) => ({ text, counts: {} });
 const opts = (maxBytes = 1000): ContentOptions => ({ maxBytes, keepBase64: false, redactSecrets: noRedact });
@@ -64,4 +65,41 @@ test('secrets are replaced on both sides, with their counts', () => {
   assert.equal(c.policy, 'redacted');
   assert.ok(!c.request.includes('LEAK') && !c.response.includes('LEAK'));
   assert.deepEqual(c.redactions, { secret: 2 });
+});
+
+test('a record made from its head and its prepared job (issue 15) is exactly the record toWire makes', () => {
+  // A redactor that changes the text, so a content made without it would differ.
+  const redactSecrets: ContentOptions['redactSecrets'] = (text) => {
+    const counts: Record<string, number> = {};
+    if (text.includes('secret')) counts.generic = 1;
+    return { text: text.replaceAll('secret', '[SECRET]'), counts };
+  };
+  const o: ContentOptions = { maxBytes: 256 * 1024, keepBase64: false, redactSecrets };
+  const anthropic = [
+    'event: message_start\ndata: {"type":"message_start","message":{"model":"claude-x","usage":{"input_tokens":9,"output_tokens":1,"cache_read_input_tokens":4}}}\n\n',
+    'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hé"}}\n\n',
+    'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":15}}\n\n',
+  ];
+  const cases: [string, (r: RequestRecord) => void][] = [
+    ['JSON answer', (r) => keepResponseChunk(r, Buffer.from('{"model":"gpt-4o-2024","usage":{"prompt_tokens":3,"completion_tokens":4}}'))],
+    ['Anthropic stream in pieces', (r) => { r.stream = true; for (const s of anthropic) keepResponseChunk(r, Buffer.from(s)); }],
+    ['stream cut short', (r) => { r.stream = true; r.partial = true; keepResponseChunk(r, Buffer.from('data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"choices":[{"delta":{"content":"b"}}]}\n\n')); }],
+    ['usage read already (budgets)', (r) => { keepResponseChunk(r, Buffer.from('{"usage":{"prompt_tokens":1}}')); r.usage = NO_USAGE; }],
+    ['no response kept', () => {}],
+    ['policy none', (r) => { r.contentPolicy = 'none'; keepResponseChunk(r, Buffer.from('{"usage":{"prompt_tokens":2,"completion_tokens":1}}')); }],
+  ];
+  for (const [name, fill] of cases) {
+    const r = servedRecord({ seq: 3, endUser: 'u"1', tags: { env: 'prod' } });
+    r.contentPolicy = 'full';
+    r.requestBody = Buffer.from('{"model":"gpt-4o","messages":[{"role":"user","content":"my secret"}]}');
+    keepContent(r, 'answer text ✓', o.maxBytes);
+    fill(r);
+    // The job first: it copies and leaves the record as it was (toWire keeps the usage it reads on the record).
+    const { head, job } = recordJob(r, true, o.maxBytes);
+    const expected = JSON.stringify(toWire(r, o));
+    // The job travels by structured clone, as to the worker thread.
+    const got = recordJson(head, prepareJob(structuredClone(job), o.maxBytes, false, redactSecrets));
+    assert.equal(got, expected, name);
+    assert.deepEqual(JSON.parse(got), JSON.parse(expected), name);
+  }
 });
