@@ -13,12 +13,12 @@ import { blockGates, controlDrift, driftGate } from './gates.js';
 import { percentilesOf } from './histogram.js';
 import { log, message } from './log.js';
 import { foreignCpuPct } from './procs.js';
-import type { ArmRow, BlockRow, DirectControl, ScenarioResult } from './report.js';
-import { CAPTURING_ARMS, PROXY_ARMS, teamOf } from './scenarios.js';
+import type { ArmRow, BlockRow, Comparison, DirectControl, ScenarioResult } from './report.js';
+import { CAPTURING_ARMS, COMPARISONS, CONTROL_VARIANTS, PROXY_ARMS, isControlArm, teamOf } from './scenarios.js';
 import type { ArmName, Scenario } from './scenarios.js';
 import { CH_DATABASE } from './stack.js';
 import type { Arm } from './stack.js';
-import { added, errorRate, meanPercentiles, rotate } from './stats.js';
+import { added, containsZero, errorRate, meanPercentiles, pairedDifferences, rotate, tInterval } from './stats.js';
 import type { Percentiles } from './stats.js';
 import type { BlockResult, BlockSpec, DriverMode } from './types.js';
 import { probe } from './warmup.js';
@@ -88,11 +88,13 @@ export async function scenario(ctx: RunContext, s: Scenario): Promise<ScenarioRe
   // Blocks: direct, rounds × rotated arms, direct.
   const cpuStart = ctx.cpu();
   const blocks = new Map<ArmName, Measured[]>();
-  const team = teamOf(s.name);
   const before = await ctx.measure(direct, spec(ctx, direct, s, `${s.name}/direct/before`));
   logBlock(before, `${s.name} direct before`);
+  // The direct arm runs in every round too (issue 15 item 3): each arm's block p99 is then
+  // paired with the direct block of the same round, and the per-round differences give the
+  // added figures' 95 % intervals (stats.ts tInterval).
   for (let round = 0; round < ctx.plan.rounds; round++) {
-    for (const arm of rotate(running, round)) {
+    for (const arm of rotate([direct, ...running], round)) {
       const m = await ctx.measure(arm, spec(ctx, arm, s, `${s.name}/${arm.name}/r${round + 1}`));
       logBlock(m, `${s.name} ${arm.name} r${round + 1}`);
       const list = blocks.get(arm.name) ?? [];
@@ -101,7 +103,7 @@ export async function scenario(ctx: RunContext, s: Scenario): Promise<ScenarioRe
       sentTo.set(arm.name, (sentTo.get(arm.name) ?? 0) + m.result.attempted);
       if (CAPTURING_ARMS.includes(arm.name) && arm.instance !== undefined) {
         const expected = sentTo.get(arm.name) ?? 0;
-        const n = await ctx.waitCaptured(arm.instance, team, expected);
+        const n = await ctx.waitCaptured(arm, teamOf(s.name, arm.name), expected);
         if (n !== expected) log(`${s.name} ${arm.name}: ${n} of ${expected} captured after the deadline`);
       }
     }
@@ -135,13 +137,17 @@ export async function scenario(ctx: RunContext, s: Scenario): Promise<ScenarioRe
   result.control = control;
   ctx.record(driftGate(s.name, pb.p50, pa.p50));
 
-  const directRow = armRow('direct', [before, after], undefined, undefined, undefined);
+  const directRounds = blocks.get('direct') ?? [];
+  // Its blocks, counts and rate cover every direct block (control blocks and rounds); its
+  // percentiles are the floor (below).
+  const directRow = armRow('direct', [before, ...directRounds, after], undefined, undefined, undefined);
+  addIntervals(directRow, directRounds, undefined);
   // The direct row shows the floor itself (the mean), not the merged blocks.
   Object.assign(directRow, { p50_us: floor.p50, p90_us: floor.p90, p99_us: floor.p99, p999_us: floor.p999 });
   if (ttftFloor !== undefined) Object.assign(directRow, { ttft_p50_us: ttftFloor.p50, ttft_p99_us: ttftFloor.p99 });
   if (gapFloor !== undefined) Object.assign(directRow, { gap_p50_us: gapFloor.p50, gap_p99_us: gapFloor.p99 });
   result.arms.push(directRow);
-  ctx.record(...blockGates(s.name, 'direct', [before, after]));
+  ctx.record(...blockGates(s.name, 'direct', [before, ...directRounds, after]));
 
   for (const name of PROXY_ARMS) {
     const measured = blocks.get(name);
@@ -151,16 +157,18 @@ export async function scenario(ctx: RunContext, s: Scenario): Promise<ScenarioRe
       continue;
     }
     const row = armRow(name, measured, floor, ttftFloor, gapFloor);
+    addIntervals(row, measured, directRounds);
     if (preset?.note !== undefined) row.note = preset.note;
     row.sent = sentTo.get(name) ?? 0;
-    ctx.record(...blockGates(s.name, name, measured));
+    ctx.record(...blockGates(s.name, name, measured, isControlArm(name) && CONTROL_VARIANTS[name].cache === 'hit' ? 'none' : 'all'));
     const capturing = ctx.arm(name);
     if (CAPTURING_ARMS.includes(name) && capturing.instance !== undefined) {
       const instance = capturing.instance;
+      const team = teamOf(s.name, name);
       ctx.note(name, team, row.sent);
-      const captured = await ctx.waitCaptured(instance, team, row.sent);
+      const captured = await ctx.waitCaptured(capturing, team, row.sent);
       row.captured = captured;
-      let detail = `${captured} rows in ${CH_DATABASE}.requests FINAL for ${row.sent} requests sent through the gateway`;
+      let detail = `${captured} rows in ${CH_DATABASE}.requests FINAL${capturing.count === undefined ? '' : ' (its own chdb, through POST /v1/sql)'} for ${row.sent} requests of team ${team} sent through the gateway`;
       if (captured !== row.sent) {
         const metrics = await ctx.captureMetrics(capturing);
         detail += ` (gateway capture counters, cumulative: ${metrics})`;
@@ -168,7 +176,7 @@ export async function scenario(ctx: RunContext, s: Scenario): Promise<ScenarioRe
       }
       ctx.gate('capture completeness', `${s.name}/${name}`, captured === row.sent, detail);
       const ch = ctx.stack.ch;
-      if (ch !== undefined) {
+      if (ch !== undefined && capturing.count === undefined) {
         try {
           const g = await recordedGatewayTime(ch.url, CH_DATABASE, instance, team);
           if (g !== undefined) {
@@ -185,7 +193,67 @@ export async function scenario(ctx: RunContext, s: Scenario): Promise<ScenarioRe
     }
     result.arms.push(row);
   }
+  result.comparisons = comparisons(blocks);
   return result;
+}
+
+/** A block's p50 and p99 of total time, and TTFT p50 for streams, µs. */
+export function blockFigures(m: Measured): { p50: number; p99: number; ttftP50: number | undefined } {
+  const p = percentilesOf([m.result.hist.total]);
+  const t = m.result.hist.ttft === undefined ? undefined : percentilesOf([m.result.hist.ttft]);
+  return { p50: p.p50, p99: p.p99, ttftP50: t === undefined || t.count === 0 ? undefined : t.p50 };
+}
+
+/**
+ * The per-block figures and their 95 % intervals (issue 15 item 3): the mean block p99 with its
+ * t-interval, and, against the direct block of the same round, the added p50 / p99 (and TTFT
+ * p50 for streams) as the mean of the per-round differences with their t-interval.
+ */
+function addIntervals(row: ArmRow, measured: readonly Measured[], directRounds: readonly Measured[] | undefined): void {
+  if (row.status !== 'ok' || measured.length === 0) return;
+  const own = measured.map(blockFigures);
+  const p99 = tInterval(own.map((f) => f.p99));
+  if (p99 !== undefined) row.p99_blocks = p99;
+  const ttfts = own.map((f) => f.ttftP50);
+  if (ttfts.every((v) => v !== undefined)) {
+    const t = tInterval(ttfts as number[]);
+    if (t !== undefined) row.ttft_p50_blocks = t;
+  }
+  if (directRounds === undefined || directRounds.length === 0) return;
+  const d = directRounds.map(blockFigures);
+  const set = (key: 'added_p50_blocks' | 'added_p99_blocks' | 'added_ttft_p50_blocks', a: (number | undefined)[], b: (number | undefined)[]): void => {
+    const i = tInterval(pairedDifferences(a, b));
+    if (i !== undefined) row[key] = i;
+  };
+  set('added_p50_blocks', own.map((f) => f.p50), d.map((f) => f.p50));
+  set('added_p99_blocks', own.map((f) => f.p99), d.map((f) => f.p99));
+  if (row.p99_blocks !== undefined && ttfts.some((v) => v !== undefined)) set('added_ttft_p50_blocks', ttfts, d.map((f) => f.ttftP50));
+}
+
+/**
+ * Arm against arm in the same rounds (scenarios.ts COMPARISONS): the per-round differences of
+ * their block figures with a 95 % interval, and whether the interval excludes 0.
+ */
+function comparisons(blocks: ReadonlyMap<ArmName, Measured[]>): Comparison[] {
+  const out: Comparison[] = [];
+  for (const [a, b] of COMPARISONS) {
+    const ma = blocks.get(a);
+    const mb = blocks.get(b);
+    if (ma === undefined || mb === undefined) continue;
+    const fa = ma.map(blockFigures);
+    const fb = mb.map(blockFigures);
+    const metrics: [Comparison['metric'], (number | undefined)[], (number | undefined)[]][] = [
+      ['p50', fa.map((f) => f.p50), fb.map((f) => f.p50)],
+      ['p99', fa.map((f) => f.p99), fb.map((f) => f.p99)],
+      ['ttft_p50', fa.map((f) => f.ttftP50), fb.map((f) => f.ttftP50)],
+    ];
+    for (const [metric, x, y] of metrics) {
+      const i = tInterval(pairedDifferences(x, y));
+      if (i === undefined) continue;
+      out.push({ a, b, metric, difference_us: i, distinguishable: !containsZero(i) });
+    }
+  }
+  return out;
 }
 
 /** Aggregates an arm's blocks into its row; `floor` undefined for the direct arm itself. */
@@ -224,8 +292,10 @@ function armRow(name: ArmName, measured: Measured[], floor: Percentiles | undefi
     rps: elapsed > 0 ? Math.round((okCount / elapsed) * 1000) : 0,
     blocks: measured.map(
       (m): BlockRow => {
-        const p = percentilesOf([m.result.hist.total]);
-        return { id: m.result.id, p50_us: p.p50, p99_us: p.p99, rps: m.result.rps, errors: m.result.errors + m.result.prewarmErrors, attempted: m.result.attempted, mock_requests: m.mockRequests, truncated: m.result.truncated };
+        const f = blockFigures(m);
+        const b: BlockRow = { id: m.result.id, p50_us: f.p50, p99_us: f.p99, rps: m.result.rps, errors: m.result.errors + m.result.prewarmErrors, attempted: m.result.attempted, mock_requests: m.mockRequests, truncated: m.result.truncated };
+        if (f.ttftP50 !== undefined) b.ttft_p50_us = f.ttftP50;
+        return b;
       },
     ),
   };

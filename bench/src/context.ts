@@ -102,7 +102,11 @@ export class RunContext {
     // Every answer is in, so the mock has seen every request that reached it.
     const stats = await this.stack.mock.stats();
     this.diagnose(arm, spec.id.split('/').slice(0, 2).join('/'), result);
-    return { result, mockRequests: stats.requests, rss: sumRss(arm.pids()) };
+    // Every Sightline gateway of the run, idle or not, refreshes its providers' model lists in
+    // the background (GET /v1/models every 10 minutes, SIGHTLINE_MODELS_REFRESH_MS): those land
+    // in whichever block is running, so they are left out of the block's count. No scenario
+    // sends /v1/models itself.
+    return { result, mockRequests: stats.requests - stats.models, rss: sumRss(arm.pids()) };
   }
 
   /**
@@ -110,18 +114,21 @@ export class RunContext {
    * at the plan's deadline, or earlier when the count has not moved for STALL_MS (capture is
    * then stuck, and waiting longer would only stretch the run). Returns the last count seen.
    */
-  async waitCaptured(instance: string, team: string, expected: number, deadlineMs = this.plan.captureDeadlineMs): Promise<number> {
+  async waitCaptured(arm: Arm, team: string, expected: number, deadlineMs = this.plan.captureDeadlineMs): Promise<number> {
     const ch = this.stack.ch;
-    if (ch === undefined) return 0;
+    const instance = arm.instance;
+    // The embedded arm counts through its own query API (its chdb is locked to its process).
+    const count = arm.count ?? (ch === undefined || instance === undefined ? undefined : (t: string) => countCaptured(ch.url, CH_DATABASE, instance, t));
+    if (count === undefined) return 0;
     const deadline = Date.now() + deadlineMs;
     let n = -1;
     let changed = Date.now();
     for (;;) {
       let next = n;
       try {
-        next = await countCaptured(ch.url, CH_DATABASE, instance, team);
+        next = await count(team);
       } catch (e) {
-        log(`clickhouse count failed: ${message(e)}`);
+        log(`${arm.name}: capture count failed: ${message(e)}`);
       }
       if (next !== n) {
         n = next;
@@ -137,10 +144,10 @@ export class RunContext {
     }
   }
 
-  template(arm: Arm, scenarioName: string, s: Pick<Scenario, 'request' | 'directRequest' | 'portkeyProvider'>): RequestTemplate {
+  template(arm: Arm, scenarioName: string, s: Pick<Scenario, 'request' | 'directRequest' | 'portkeyProvider' | 'armRequests'>): RequestTemplate {
     const target = arm.target;
     if (target === undefined) throw new Error(`arm ${arm.name} has no target`);
-    return template(arm.name, target, scenarioName, s.request, s.directRequest, s.portkeyProvider);
+    return template(arm.name, target, scenarioName, s.request, s.directRequest, s.portkeyProvider, s.armRequests);
   }
 
   /** Counts requests sent through a capturing gateway under `team`. */

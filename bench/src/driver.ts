@@ -22,6 +22,7 @@ import type { Dispatcher } from 'undici';
 import type { Histogram } from 'hdr-histogram-js';
 import { FirstTokenScanner } from './sse.js';
 import { encode, newHistogram, recordUs } from './histogram.js';
+import { uniqueBodies } from './unique.js';
 import type { BlockResult, BlockSpec, RequestTemplate } from './types.js';
 
 /** Failures kept verbatim for the report, per block. */
@@ -355,6 +356,9 @@ export async function runBlock(spec: BlockSpec): Promise<BlockResult> {
   const body = Buffer.from(request.body);
   const headers = { ...request.headers, 'content-length': String(body.length) };
   const opts: Dispatcher.DispatchOptions = { path: request.path, method: 'POST', headers, body, blocking: true };
+  // Unique bodies are made before a request's clock starts, so their copy is not measured.
+  const fresh = request.unique === true ? uniqueBodies(body) : null;
+  const nextReq = (): Dispatcher.DispatchOptions => (fresh === null ? opts : { ...opts, body: fresh() });
   const tally = new Tally(request.stream !== undefined);
   const blockStart = performance.now();
   const deadline = blockStart + spec.maxDurationMs;
@@ -368,7 +372,8 @@ export async function runBlock(spec: BlockSpec): Promise<BlockResult> {
       while ((left > 0 || performance.now() < until) && performance.now() < deadline) {
         left--;
         tally.attempted++;
-        const o = await send(pool, opts, request, performance.now());
+        const req = nextReq();
+        const o = await send(pool, req, request, performance.now());
         if (!o.ok) {
           tally.prewarmErrors++;
           if (tally.errorSamples.length < MAX_ERROR_SAMPLES) tally.errorSamples.push(`prewarm ${o.sample}`);
@@ -394,8 +399,9 @@ export async function runBlock(spec: BlockSpec): Promise<BlockResult> {
         left--;
         tally.attempted++;
         tally.sent++;
+        const req = nextReq();
         const start = performance.now();
-        tally.record(await send(pool, opts, request, start));
+        tally.record(await send(pool, req, request, start));
       }
     };
     await Promise.all(Array.from({ length: width }, worker));
@@ -443,7 +449,7 @@ export async function runBlock(spec: BlockSpec): Promise<BlockResult> {
         }
         tally.attempted++;
         inFlight++;
-        void send(pool, opts, request, due).then(onDone);
+        void send(pool, nextReq(), request, due).then(onDone);
       }
       if (next >= total) {
         resolve();

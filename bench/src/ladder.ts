@@ -106,7 +106,7 @@ export async function ladder(ctx: RunContext): Promise<NonNullable<RunResults['l
         ctx.note(armName, teamOf(name), m.result.attempted);
         // The connection burst went through the gateway too, under the same team.
         const expected = m.result.attempted + warm.attempted;
-        step.captured = await ctx.waitCaptured(sightline.instance, teamOf(name), expected);
+        step.captured = await ctx.waitCaptured(sightline, teamOf(name), expected);
         step.capture_expected = expected;
         passed = passed && step.captured === expected;
       }

@@ -25,13 +25,15 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const INNER_ENV = 'SIGHTLINE_BENCH_INNER';
 
 const USAGE = `usage: npm run bench [-- --quick] [--no-netns] [--pin apart|split|none] [--only scenario,...]
-  --quick     short run (warm-up 2,200 requests per arm, 2 rounds, ladder 500 and 1,000 req/s)
+  --quick     short run (warm-up 2,200 requests per arm, 5 rounds, ladder 500 and 1,000 req/s)
   --no-netns  do not re-run inside a loopback-only network namespace (Portkey is then skipped)
   --pin       CPU layout with taskset (default apart: driver and capture pipeline on CPU 0,
               mock and proxy under test on CPU 1; split: proxy alone on CPU 1; none)
   --no-pin    same as --pin none
   --arms      start and run only these proxy arms (sightline, sightline-nocapture,
-              sightline-noauth, node-proxy, nginx, portkey); direct always runs. For
+              sightline-noauth, sightline-embedded, node-proxy, nginx, portkey; the
+              control arms ctl-none, ctl-limits, ctl-budget, ctl-cache-miss, ctl-cache-hit,
+              ctl-all run on the sightline gateway); direct always runs. For
               development: ratios need all of them
   --gateway-workers N
               processes serving each Sightline gateway's port (GATEWAY_WORKERS; default 1).
@@ -43,7 +45,9 @@ const USAGE = `usage: npm run bench [-- --quick] [--no-netns] [--pin apart|split
   --rates     open-loop ladder rates in req/s, e.g. 3500,5000 (default: quick 500,1000;
               full 1000,2000,3500,5000)
   --only      run only these scenarios (json-1k-seq, json-1k-c16, json-16k-seq, json-64k-seq,
-              sse-openai, sse-anthropic, sse-cross, ladder); gates still apply to what ran`;
+              sse-openai, sse-anthropic, sse-cross, responses-1k-seq, controls-1k-seq; full
+              mode also controls-16k-seq, controls-64k-seq, controls-sse; ladder); gates still
+              apply to what ran`;
 
 export interface Flags {
   quick: boolean;

@@ -3,6 +3,8 @@
  * with their unit as suffix (`_us`, `_mb`, `_ms`), because people read and diff these files.
  */
 import type { ArmName } from './scenarios.js';
+import { CONTROL_ARMS, CONTROL_VARIANTS, isControlsScenario } from './scenarios.js';
+import type { Interval } from './stats.js';
 
 export type ArmStatus = 'ok' | 'unsupported' | 'not available' | 'n/a';
 
@@ -10,6 +12,8 @@ export interface BlockRow {
   id: string;
   p50_us: number;
   p99_us: number;
+  /** Streams: the block's time-to-first-token p50. */
+  ttft_p50_us?: number;
   rps: number;
   errors: number;
   /** Requests the driver issued in the block (prewarm included). */
@@ -73,7 +77,29 @@ export interface ArmRow {
    * few microseconds").
    */
   auth_stage_p50_us?: number;
+  /**
+   * Per-block figures with 95 % intervals (issue 15 item 3; stats.ts tInterval): the mean of
+   * the arm's block p99s; and against the direct block of the same round, the mean per-round
+   * added p50 / p99 (and TTFT p50 for streams). A t-interval over the blocks, n = rounds.
+   */
+  p99_blocks?: Interval;
+  added_p50_blocks?: Interval;
+  added_p99_blocks?: Interval;
+  ttft_p50_blocks?: Interval;
+  added_ttft_p50_blocks?: Interval;
   blocks?: BlockRow[];
+}
+
+/**
+ * Arm `a` minus arm `b`, per round (their blocks of the same round), with a 95 % t-interval of
+ * the mean difference; `distinguishable` when the interval excludes 0 (scenarios.ts COMPARISONS).
+ */
+export interface Comparison {
+  a: ArmName;
+  b: ArmName;
+  metric: 'p50' | 'p99' | 'ttft_p50';
+  difference_us: Interval;
+  distinguishable: boolean;
 }
 
 export interface DirectControl {
@@ -92,6 +118,7 @@ export interface ScenarioResult {
   foreign_cpu_pct?: number;
   control?: DirectControl;
   arms: ArmRow[];
+  comparisons?: Comparison[];
 }
 
 export interface LadderStep {
@@ -176,6 +203,55 @@ function us(v: number | undefined): string {
   return v === undefined ? dash : String(Math.round(v));
 }
 
+/** `mean [lo, hi]` of a 95 % interval, µs. */
+export function interval(i: Interval | undefined): string {
+  return i === undefined ? dash : `${i.mean} [${i.lo}, ${i.hi}]`;
+}
+
+/** One line per compared pair of a scenario: a − b per round, with its interval. */
+export function comparisonLines(scenarios: readonly ScenarioResult[]): string[] {
+  const out: string[] = [];
+  for (const s of scenarios) {
+    for (const c of s.comparisons ?? []) {
+      out.push(`- ${s.name}: ${c.a} − ${c.b}, ${c.metric.replace('_', ' ')}: ${interval(c.difference_us)} µs over ${c.difference_us.n} rounds — ${c.distinguishable ? 'a difference beyond noise' : 'within noise (the interval holds 0)'}`);
+    }
+  }
+  return out;
+}
+
+/**
+ * The controls matrix (issue 12): each control arm's added p50 / p99 over the direct floor, its
+ * difference from the default arm per round with a 95 % interval, and its added p50 over the
+ * default's. Empty when the controls scenario did not run.
+ */
+export function controlsTable(scenarios: readonly ScenarioResult[]): string[] {
+  const out: string[] = [];
+  for (const s of scenarios.filter((x) => isControlsScenario(x.name))) {
+    const none = s.arms.find((a) => a.arm === 'ctl-none');
+    const stream = s.arms.some((a) => a.ttft_p50_us !== undefined);
+    out.push(
+      `## ${s.title}, \`${s.name}\``,
+      '',
+      'The capturing, authenticating `sightline` gateway; each arm a team with these controls (limits and budget high enough never to refuse). "vs default": this arm\'s block minus the `ctl-none` block of the same round, mean [95 % t-interval], µs.',
+      '',
+      `| arm | limits | budget | cache | added p50 | added p99 | p50 vs default, blocks | p99 vs default, blocks | added p50 / default's |${stream ? ' added TTFT p50 | TTFT p50 vs default, blocks |' : ''} captured/sent | note |`,
+      `|---|---|---|---|---:|---:|---:|---:|---:|${stream ? '---:|---:|' : ''}---:|---|`,
+    );
+    for (const arm of CONTROL_ARMS) {
+      const r = s.arms.find((a) => a.arm === arm);
+      if (r === undefined) continue;
+      const v = CONTROL_VARIANTS[arm];
+      const vs = (metric: Comparison['metric']): string => (arm === 'ctl-none' ? dash : interval(s.comparisons?.find((c) => c.a === arm && c.b === 'ctl-none' && c.metric === metric)?.difference_us));
+      const ratio = r.added_p50_us !== undefined && none?.added_p50_us !== undefined && none.added_p50_us > 0 ? (r.added_p50_us / none.added_p50_us).toFixed(2) : dash;
+      const captured = r.captured === undefined ? dash : `${r.captured}/${r.sent ?? 0}`;
+      const ttft = stream ? ` ${us(r.added_ttft_p50_us)} | ${vs('ttft_p50')} |` : '';
+      out.push(`| ${arm} | ${v.limits ? 'on' : dash} | ${v.budget ? 'on' : dash} | ${v.cache === 'off' ? dash : v.cache} | ${us(r.added_p50_us)} | ${us(r.added_p99_us)} | ${vs('p50')} | ${vs('p99')} | ${ratio} |${ttft} ${captured} | ${rowNote(r)} |`);
+    }
+    out.push('');
+  }
+  return out;
+}
+
 function rowNote(r: ArmRow): string {
   if (r.status === 'ok') return '';
   return `${r.status}${r.note === undefined ? '' : `: ${r.note.replace(/\s+/g, ' ').replace(/\|/g, '/').slice(0, 90)}`}`;
@@ -203,18 +279,28 @@ export function renderMarkdown(r: RunResults): string {
   out.push('');
   out.push('Latencies in µs. "added" = arm − direct floor (mean of the control blocks before and after the arms), per percentile, same run.');
   out.push('');
-  out.push('| scenario | arm | p50 | p99 | added p50 | added p99 | TTFT p50 | added TTFT p50 | gap p99 | req/s | errors | RSS MB | captured/sent | note |');
-  out.push('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+  out.push('"blocks" columns: the mean over the interleaved blocks with its 95 % t-interval [lo, hi] (n = rounds); "added … blocks" pairs each block with the direct block of the same round. A difference whose interval holds 0 cannot be told from noise in this run.');
+  out.push('');
+  out.push('| scenario | arm | p50 | p99 | added p50 | added p99 | block p99, blocks | added p99, blocks | TTFT p50 | added TTFT p50 | added TTFT p50, blocks | gap p99 | req/s | errors | RSS MB | captured/sent | note |');
+  out.push('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
   for (const s of r.scenarios) {
     for (const a of s.arms) {
       const captured = a.captured === undefined ? dash : `${a.captured}/${a.sent ?? 0}`;
       const errors = a.status === 'ok' ? `${a.errors ?? 0}` : dash;
       out.push(
-        `| ${s.name} | ${a.arm} | ${us(a.p50_us)} | ${us(a.p99_us)} | ${us(a.added_p50_us)} | ${us(a.added_p99_us)} | ${us(a.ttft_p50_us)} | ${us(a.added_ttft_p50_us)} | ${us(a.gap_p99_us)} | ${a.rps ?? dash} | ${errors} | ${a.rss_mb ?? dash} | ${captured} | ${rowNote(a)} |`,
+        `| ${s.name} | ${a.arm} | ${us(a.p50_us)} | ${us(a.p99_us)} | ${us(a.added_p50_us)} | ${us(a.added_p99_us)} | ${interval(a.p99_blocks)} | ${interval(a.added_p99_blocks)} | ${us(a.ttft_p50_us)} | ${us(a.added_ttft_p50_us)} | ${interval(a.added_ttft_p50_blocks)} | ${us(a.gap_p99_us)} | ${a.rps ?? dash} | ${errors} | ${a.rss_mb ?? dash} | ${captured} | ${rowNote(a)} |`,
       );
     }
   }
   out.push('');
+  const comps = comparisonLines(r.scenarios);
+  if (comps.length > 0) {
+    out.push('Arm against arm, per round (block of a minus block of b in the same round; mean and 95 % t-interval, µs):');
+    out.push('');
+    out.push(...comps);
+    out.push('');
+  }
+  out.push(...controlsTable(r.scenarios));
   const drifts = r.scenarios.filter((s) => s.control !== undefined);
   if (drifts.length > 0) {
     out.push('Direct control blocks (p50 µs before → after, drift; CPU used by other tenants of the machine during the scenario): ' + drifts.map((s) => `${s.name} ${s.control?.before.p50_us} → ${s.control?.after.p50_us} (${((s.control?.p50_drift ?? 0) * 100).toFixed(1)} %; ${s.foreign_cpu_pct ?? '?'} % foreign CPU)`).join('; ') + '.');

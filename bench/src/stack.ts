@@ -23,12 +23,12 @@
  * gateways given the same token accept these keys).
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ClickHouseServer, NatsServer, freePort } from '../../test/support/servers.js';
-import { directoryFromEnv, parseKeyInput } from '../../packages/directory/src/index.js';
+import { directoryFromEnv, parseKeyInput, parseTeamSettings } from '../../packages/directory/src/index.js';
 import { startApp, waitHealthy } from '../../test/support/apps.js';
 import type { AppProcess } from '../../test/support/apps.js';
 import { Proc, pinPid, rssMb, spawnProc, waitHttp, withChildren } from './procs.js';
@@ -36,7 +36,8 @@ import type { Pinning } from './procs.js';
 import { Nginx } from './peers/nginx.js';
 import { Portkey, portkeyHeaders } from './peers/portkey.js';
 import type { ArmName, ArmTarget, MockKnobs } from './scenarios.js';
-import { AUTH_ARMS, CAPTURING_ARMS, keyHeaders, teamOf } from './scenarios.js';
+import { AUTH_ARMS, CAPTURING_ARMS, CONTROL_ARMS, EMBEDDED_SCENARIO, benchConfig, benchTeams, keyHeaders, teamOf } from './scenarios.js';
+import type { BenchTeam } from './scenarios.js';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const BENCH = fileURLToPath(new URL('../', import.meta.url));
@@ -44,6 +45,8 @@ export const CH_DATABASE = 'sightline';
 
 export interface MockStatsView {
   requests: number;
+  /** Of `requests`, model lists (`/v1/models`): the gateways refresh them in the background. */
+  models: number;
   completed: number;
   aborted: number;
   inFlight: number;
@@ -109,7 +112,7 @@ export class Mock {
   async stats(): Promise<MockStatsView> {
     const s = (await this.admin('GET', '/_mock/stats')) as Partial<Record<keyof MockStatsView, unknown>>;
     const num = (v: unknown): number => (typeof v === 'number' ? v : Number.NaN);
-    return { requests: num(s.requests), completed: num(s.completed), aborted: num(s.aborted), inFlight: num(s.inFlight) };
+    return { requests: num(s.requests), models: num(s.models), completed: num(s.completed), aborted: num(s.aborted), inFlight: num(s.inFlight) };
   }
 }
 
@@ -125,6 +128,11 @@ export interface Arm {
   instance?: string;
   /** The tail of the arm's process output, for the report when it fails requests. */
   output: () => string;
+  /**
+   * Rows captured for a team, when not counted in the run's clickhouse-server by instance and
+   * team (the embedded arm: through its query API's POST /v1/sql).
+   */
+  count?: (team: string) => Promise<number>;
 }
 
 export interface Stack {
@@ -163,26 +171,41 @@ export interface StackOptions {
 const DUMMY_PROVIDER_KEYS = { OPENAI_API_KEY: 'sk-bench-configured-not-a-real-key', ANTHROPIC_API_KEY: 'sk-ant-bench-configured-not-a-real-key' };
 
 /**
- * Creates one key (scope `gateway`, every model) per scenario in the NATS directory, for the
- * scenario's team; returns the secrets by scenario name. The local snapshot the directory
- * needs goes to a temporary directory removed here.
+ * Creates one key (scope `gateway`, every model) per team in the NATS directory, after setting
+ * the team's settings when it has some (the store and validation the query API's admin
+ * endpoints use: parseTeamSettings, putTeam, parseKeyInput, createKey); returns the secrets by
+ * team. The local snapshot the directory needs goes to a temporary directory removed here.
  */
-async function createKeys(natsUrl: string, adminToken: string, scenarios: readonly string[]): Promise<Map<string, string>> {
+async function createKeys(natsUrl: string, adminToken: string, teams: readonly BenchTeam[]): Promise<Map<string, string>> {
   const dir = mkdtempSync(join(tmpdir(), 'sightline-bench-directory-'));
   const directory = directoryFromEnv({ natsUrl, snapshotFile: join(dir, 'directory.json'), adminToken });
   try {
     await directory.ready;
     const keys = new Map<string, string>();
-    for (const scenario of scenarios) {
+    for (const { team, settings } of teams) {
       const now = Date.now();
-      const { secret } = await directory.createKey(parseKeyInput({ team: teamOf(scenario), name: `bench-${scenario}`, scopes: ['gateway'], models: [] }, now), now);
-      keys.set(scenario, secret);
+      if (settings !== undefined) await directory.putTeam(team, parseTeamSettings(settings), now);
+      const { secret } = await directory.createKey(parseKeyInput({ team, name: team, scopes: ['gateway'], models: [] }, now), now);
+      keys.set(team, secret);
     }
     return keys;
   } finally {
     await directory.close();
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** Runs one admin or SQL call against an embedded process's query API. */
+async function queryApi(url: string, token: string, method: 'POST', path: string, body: unknown): Promise<unknown> {
+  const res = await fetch(`${url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(30_000),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text.slice(0, 300)}`);
+  return JSON.parse(text) as unknown;
 }
 
 function message(err: unknown): string {
@@ -268,19 +291,25 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     let keysReason = '';
     if (sightlineReason === '' && wantsAuth && nats !== undefined) {
       try {
-        keys = await createKeys(nats.url, adminToken, opts.scenarios);
-        log(`created ${keys.size} Sightline keys (one per scenario team) in the NATS directory`);
+        keys = await createKeys(nats.url, adminToken, benchTeams(opts.scenarios));
+        log(`created ${keys.size} Sightline keys (one per scenario team, one per control team) in the NATS directory`);
       } catch (e) {
         keysReason = `could not create the Sightline keys in the NATS directory: ${message(e).slice(0, 400)}`;
         log(keysReason);
       }
     }
-    const keyOf = (scenario: string): string => {
-      const k = keys.get(scenario);
+    const keyOf = (team: string): string => {
+      const k = keys.get(team);
       // A name missing from StackOptions.scenarios is a bug in the run, not a refusal to measure.
-      if (k === undefined) throw new Error(`no Sightline key was created for scenario ${scenario}`);
+      if (k === undefined) throw new Error(`no Sightline key was created for team ${team}`);
       return k;
     };
+    // Every Sightline gateway of the run reads the same configuration: the shipped one plus the
+    // cached route of the controls matrix.
+    const configDir = mkdtempSync(join(tmpdir(), 'sightline-bench-config-'));
+    stoppers.push(async () => rmSync(configDir, { recursive: true, force: true }));
+    const configFile = join(configDir, 'sightline.yaml');
+    writeFileSync(configFile, benchConfig(readFileSync(join(ROOT, 'config/sightline.yaml'), 'utf8')));
 
     const gateway = async (name: 'sightline' | 'sightline-nocapture' | 'sightline-noauth'): Promise<void> => {
       // The instance names the arm; the gateway appends a nonce. Scenarios are told apart by team.
@@ -307,6 +336,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
         SIGHTLINE_DATA_DIR: dataDir,
         SIGHTLINE_SPOOL_DIR: spool,
         GATEWAY_WORKERS: String(opts.gatewayWorkers),
+        SIGHTLINE_CONFIG: configFile,
       };
       if (auth) env.SIGHTLINE_ADMIN_TOKEN = adminToken;
       if (name === 'sightline-nocapture') env.SIGHTLINE_BENCH_CAPTURE_OFF = '1';
@@ -327,7 +357,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
         // With authentication on, the team comes from the key and the gateway ignores the team
         // header; it is sent anyway so every Sightline arm is sent the same header names.
         const extraHeaders: ArmTarget['extraHeaders'] = auth
-          ? (scenario, _p, requestHeaders) => ({ 'x-sightline-team': teamOf(scenario), ...keyHeaders(keyOf(scenario), requestHeaders) })
+          ? (scenario, _p, requestHeaders) => ({ 'x-sightline-team': teamOf(scenario), ...keyHeaders(keyOf(teamOf(scenario)), requestHeaders) })
           : (scenario) => ({ 'x-sightline-team': teamOf(scenario) });
         arms.set(name, {
           name,
@@ -337,8 +367,96 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
           instance,
           output: () => app.output,
         });
+        if (name === 'sightline') {
+          // The controls matrix: the same gateway, one team (and key) per control setting.
+          for (const ctl of CONTROL_ARMS) {
+            arms.set(ctl, {
+              name: ctl,
+              target: { origin: url, extraHeaders: (scenario, _p, requestHeaders) => ({ 'x-sightline-team': teamOf(scenario, ctl), ...keyHeaders(keyOf(teamOf(scenario, ctl)), requestHeaders) }) },
+              reason: '',
+              pids: () => withChildren(pid),
+              instance,
+              output: () => app.output,
+            });
+          }
+        }
       } catch (e) {
         arms.set(name, { name, target: undefined, reason: `gateway did not start: ${message(e).slice(0, 600)}`, pids: () => [], instance, output: () => app.output });
+      }
+    };
+
+    /**
+     * The one-command embedded mode (issue 15): `node --import tsx apps/sightline/src/main.ts`,
+     * as `npm start` runs it, with its own data directory, no NATS_URL and no CLICKHOUSE_URL (so
+     * the in-process bus and chdb), authentication on with this run's admin token. Its keys are
+     * made through its own query API (POST /v1/admin/keys), and its rows are counted through
+     * POST /v1/sql: chdb locks its data directory to the process.
+     */
+    const embedded = async (): Promise<void> => {
+      const name = 'sightline-embedded';
+      const [gwPort, queryPort, ingesterPort] = [await freePort(), await freePort(), await freePort()];
+      const dataDir = mkdtempSync(join(tmpdir(), 'sightline-bench-embedded-'));
+      stoppers.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+      const env: Record<string, string> = {
+        ...DUMMY_PROVIDER_KEYS,
+        NATS_URL: '',
+        CLICKHOUSE_URL: '',
+        GATEWAY_HOST: '127.0.0.1',
+        GATEWAY_PORT: String(gwPort),
+        QUERY_HOST: '127.0.0.1',
+        QUERY_PORT: String(queryPort),
+        INGESTER_PORT: String(ingesterPort),
+        SIGHTLINE_DATA_DIR: dataDir,
+        SIGHTLINE_ADMIN_TOKEN: adminToken,
+        SIGHTLINE_CONFIG: configFile,
+        OPENAI_BASE_URL: `${mock.url}/v1`,
+        ANTHROPIC_BASE_URL: mock.url,
+      };
+      const app = startApp(name, 'apps/sightline/src/main.ts', env);
+      stoppers.push(async () => {
+        await app.stop();
+      });
+      if (proxyCpu !== undefined && app.child.pid !== undefined) pinPid(app.child.pid, proxyCpu);
+      const url = `http://127.0.0.1:${gwPort}`;
+      const queryUrl = `http://127.0.0.1:${queryPort}`;
+      try {
+        await waitHealthy(app, `${url}/healthz`, 120_000);
+        await waitHealthy(app, `${queryUrl}/healthz`, 120_000);
+        if (proxyCpu !== undefined && app.child.pid !== undefined) pinPid(app.child.pid, proxyCpu);
+        const embeddedKeys = new Map<string, string>();
+        for (const scenario of ['warmup', EMBEDDED_SCENARIO]) {
+          const team = teamOf(scenario);
+          const created = (await queryApi(queryUrl, adminToken, 'POST', '/v1/admin/keys', { team, name: team, scopes: ['gateway'], models: [] })) as { key?: unknown };
+          if (typeof created.key !== 'string') throw new Error(`POST /v1/admin/keys answered without a key: ${JSON.stringify(created).slice(0, 200)}`);
+          embeddedKeys.set(team, created.key);
+        }
+        const pid = app.child.pid ?? -1;
+        roles.push({ role: 'sightline (embedded: gateway, ingester, query API, chdb)', pid: () => pid });
+        arms.set(name, {
+          name,
+          target: {
+            origin: url,
+            extraHeaders: (scenario, _p, requestHeaders) => {
+              const team = teamOf(scenario);
+              const k = embeddedKeys.get(team);
+              if (k === undefined) throw new Error(`no key was made in the embedded process for team ${team}`);
+              return { 'x-sightline-team': team, ...keyHeaders(k, requestHeaders) };
+            },
+          },
+          reason: '',
+          pids: () => withChildren(pid),
+          instance: 'embedded',
+          output: () => app.output,
+          count: async (team) => {
+            if (!/^[a-z0-9-]+$/.test(team)) throw new Error(`refusing to put ${JSON.stringify(team)} into SQL`);
+            const r = (await queryApi(queryUrl, adminToken, 'POST', '/v1/sql', { query: `SELECT count() FROM sightline.requests FINAL WHERE team = '${team}'` })) as { rows?: unknown };
+            const n = Array.isArray(r.rows) && Array.isArray(r.rows[0]) ? Number(r.rows[0][0]) : Number.NaN;
+            if (!Number.isInteger(n)) throw new Error(`POST /v1/sql answered ${JSON.stringify(r).slice(0, 200)} to a count`);
+            return n;
+          },
+        });
+      } catch (e) {
+        arms.set(name, { name, target: undefined, reason: `embedded mode did not start: ${message(e).slice(0, 600)}`, pids: () => [], output: () => app.output });
       }
     };
 
@@ -423,10 +541,15 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       selected('sightline', () => gateway('sightline')),
       selected('sightline-nocapture', () => gateway('sightline-nocapture')),
       selected('sightline-noauth', () => gateway('sightline-noauth')),
+      selected('sightline-embedded', embedded),
       selected('node-proxy', nodeProxy),
       selected('nginx', nginx),
       selected('portkey', portkey),
     ]);
+    for (const ctl of CONTROL_ARMS) {
+      // Set up with the `sightline` gateway (above) or not at all.
+      if (!arms.has(ctl)) arms.set(ctl, { name: ctl, target: undefined, reason: `the sightline gateway, which the control arms use, is not available: ${arms.get('sightline')?.reason ?? ''}`, pids: () => [], output: () => '' });
+    }
     if (ingester === undefined) {
       for (const name of CAPTURING_ARMS) {
         const arm = arms.get(name);

@@ -102,3 +102,81 @@ export function padBody(prefix: string, suffix: string, bytes: number): string {
   if (pad.endsWith(' ')) pad = `${pad.slice(0, -1)}.`;
   return prefix + pad + suffix;
 }
+
+/**
+ * A 95 % interval for the mean of a few per-block figures (issue 15 item 3): mean ± t × s / √n,
+ * Student's t with n − 1 degrees of freedom.
+ *
+ * Why a t-interval and not a bootstrap: a run has 5 (quick) to 12 (full) blocks per arm, and a
+ * percentile bootstrap over so few values under-covers (its resamples never reach beyond the
+ * observed extremes, so its interval is too narrow, markedly so below ~20 values), while the
+ * t-interval widens with small n as it should. Each block figure is itself a percentile over
+ * hundreds of requests, so the block figures are close enough to normal for the mean of a few
+ * of them; the blocks are interleaved with the other arms' (rotated order), so a slow drift of
+ * the machine is spread across arms rather than charged to one.
+ */
+export interface Interval {
+  /** Mean of the per-block values. */
+  mean: number;
+  /** Lower and upper 95 % bounds of that mean. */
+  lo: number;
+  hi: number;
+  /** Number of blocks. */
+  n: number;
+}
+
+/** Two-sided 95 % quantiles of Student's t (t_{0.975, df}), df = 1 … 30; above 30 the normal 1.96 is within 4 %. */
+const T975: readonly number[] = [
+  12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.16, 2.145, 2.131, 2.12, 2.11, 2.101, 2.093, 2.086, 2.08, 2.074, 2.069, 2.064, 2.06,
+  2.056, 2.052, 2.048, 2.045, 2.042,
+];
+
+/** t_{0.975, df}; df must be ≥ 1. Beyond the table: 2.042 down to 1.96 (df > 120). */
+export function t975(df: number): number {
+  if (!Number.isInteger(df) || df < 1) throw new Error(`t975: degrees of freedom must be a positive integer, got ${df}`);
+  const v = T975[df - 1];
+  if (v !== undefined) return v;
+  if (df <= 40) return 2.021;
+  if (df <= 60) return 2.0;
+  if (df <= 120) return 1.98;
+  return 1.96;
+}
+
+/** Sample mean and standard deviation (n − 1 in the denominator); sd 0 for one value. */
+export function meanSd(values: readonly number[]): { mean: number; sd: number } {
+  const n = values.length;
+  if (n === 0) return { mean: Number.NaN, sd: Number.NaN };
+  const mean = values.reduce((a, v) => a + v, 0) / n;
+  if (n === 1) return { mean, sd: 0 };
+  const ss = values.reduce((a, v) => a + (v - mean) * (v - mean), 0);
+  return { mean, sd: Math.sqrt(ss / (n - 1)) };
+}
+
+/** The 95 % t-interval of the mean of `values`, rounded to whole µs; undefined for fewer than 2 values. */
+export function tInterval(values: readonly number[]): Interval | undefined {
+  const n = values.length;
+  if (n < 2 || values.some((v) => !Number.isFinite(v))) return undefined;
+  const { mean, sd } = meanSd(values);
+  const half = (t975(n - 1) * sd) / Math.sqrt(n);
+  return { mean: Math.round(mean), lo: Math.round(mean - half), hi: Math.round(mean + half), n };
+}
+
+/**
+ * Per-round differences a[i] − b[i] of two arms' block figures (arm minus the direct block of
+ * the same round, or one arm minus another): pairing by round removes what the machine did to
+ * both in that round. Rounds where either is missing are skipped.
+ */
+export function pairedDifferences(a: readonly (number | undefined)[], b: readonly (number | undefined)[]): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < Math.min(a.length, b.length); i++) {
+    const x = a[i];
+    const y = b[i];
+    if (x !== undefined && y !== undefined) out.push(x - y);
+  }
+  return out;
+}
+
+/** Whether an interval contains 0: the difference it bounds cannot be told from noise in this run. */
+export function containsZero(i: Interval): boolean {
+  return i.lo <= 0 && i.hi >= 0;
+}

@@ -26,7 +26,16 @@ export interface RequestTemplate {
   body: string;
   /** Which first-token marker to look for; undefined for JSON responses. */
   stream?: StreamDialect;
+  /**
+   * Make every request's body new: the driver writes a run-wide sequence number over the
+   * body's UNIQUE_MARKER (same length, so the body's size is unchanged), before the request's
+   * clock starts. For exact-cache misses (issue 12).
+   */
+  unique?: boolean;
 }
+
+/** The placeholder a unique body carries; its 12 digits are overwritten per request. */
+export const UNIQUE_MARKER = 'uniq-000000000000';
 
 export interface BlockSpec {
   id: string;

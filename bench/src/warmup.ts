@@ -6,7 +6,7 @@
 import type { RunContext } from './context.js';
 import { REQUEST_TIMEOUT_MS } from './context.js';
 import { log } from './log.js';
-import { ARMS, CAPTURING_ARMS, teamOf } from './scenarios.js';
+import { ARMS, CAPTURING_ARMS, CONTROLS_SCENARIO, isControlArm, teamOf } from './scenarios.js';
 import type { ArmName, MockKnobs, Scenario } from './scenarios.js';
 import type { Arm } from './stack.js';
 import type { BlockResult, DriverMode } from './types.js';
@@ -19,19 +19,26 @@ export async function warmup(ctx: RunContext): Promise<Record<string, string | n
   const sseScenario = ctx.plan.scenarios.find((s) => s.name === 'sse-openai');
   if (jsonScenario === undefined || sseScenario === undefined) throw new Error('plan is missing its 1 KiB JSON or OpenAI SSE scenario');
   const available = ARMS.map((n) => ctx.arm(n)).filter((a) => a.target !== undefined);
+  const controls = ctx.plan.scenarios.find((s) => s.name === CONTROLS_SCENARIO);
   const phases: { knobs: MockKnobs; scenario: Scenario; mode: DriverMode; connections: number }[] = [
     { knobs: jsonScenario.mock, scenario: jsonScenario, mode: { kind: 'sequential', requests: warmup.sequential }, connections: 1 },
     { knobs: jsonScenario.mock, scenario: jsonScenario, mode: { kind: 'concurrent', concurrency: 16, requests: warmup.concurrent }, connections: 16 },
     { knobs: sseScenario.mock, scenario: sseScenario, mode: { kind: 'concurrent', concurrency: 16, requests: warmup.stream }, connections: 16 },
   ];
   const totals = new Map<ArmName, { sent: number; errors: number }>();
-  for (const phase of phases) {
+  for (const [i, phase] of phases.entries()) {
     await ctx.stack.mock.configure(phase.knobs);
     for (const arm of available) {
+      // The control arms are the `sightline` gateway under other teams: it has had the whole
+      // warm-up as `sightline`; each control team warms its own path (limits, budget, cache)
+      // with the sequential phase on its own requests.
+      if (i > 0 && isControlArm(arm.name)) continue;
       const started = Date.now();
+      // The control arms warm up on their own requests (route, unique bodies) for the JSON phases.
+      const scenario = isControlArm(arm.name) && phase.scenario.request.stream === undefined && controls !== undefined ? controls : phase.scenario;
       const r = await ctx.driver.run({
         id: `warmup/${arm.name}/${phase.mode.kind}`,
-        request: ctx.template(arm, 'warmup', phase.scenario),
+        request: ctx.template(arm, 'warmup', scenario),
         mode: phase.mode,
         prewarm: 0,
         prewarmMs: 0,
@@ -43,7 +50,7 @@ export async function warmup(ctx: RunContext): Promise<Record<string, string | n
       t.sent += r.attempted;
       t.errors += r.errors + r.prewarmErrors;
       totals.set(arm.name, t);
-      if (CAPTURING_ARMS.includes(arm.name)) ctx.note(arm.name, teamOf('warmup'), r.attempted);
+      if (CAPTURING_ARMS.includes(arm.name)) ctx.note(arm.name, teamOf('warmup', arm.name), r.attempted);
       ctx.diagnose(arm, `warm-up/${arm.name}`, r);
       log(`warm-up ${arm.name} ${phase.mode.kind}${phase.scenario.request.stream === undefined ? '' : ' stream'}: ${r.attempted} requests in ${((Date.now() - started) / 1000).toFixed(1)} s, ${r.errors} errors`);
     }
@@ -53,7 +60,7 @@ export async function warmup(ctx: RunContext): Promise<Record<string, string | n
     const s = ctx.arm(name);
     if (s.instance === undefined || s.target === undefined) continue;
     // Let the warm-up's capture drain so it does not run into the first measured block.
-    await ctx.waitCaptured(s.instance, teamOf('warmup'), ctx.sent(name, teamOf('warmup')));
+    await ctx.waitCaptured(s, teamOf('warmup', name), ctx.sent(name, teamOf('warmup', name)));
   }
   log(`warm-up done: ${[...totals].map(([n, t]) => `${n} ${t.sent}`).join(', ')}`);
   return out;

@@ -67,6 +67,14 @@ describe('block gates', () => {
     assert.equal(gates[1]?.detail, 's/portkey/r2: driver sent 500, mock saw 499');
   });
 
+  it('for the cache-hit arm, wants the mock to have seen no request at all', () => {
+    const hits = blockGates('controls-1k-seq', 'ctl-cache-hit', [block('c/hit/r1', 650, {}, 0), block('c/hit/r2', 650, {}, 0)], 'none');
+    assert.deepEqual(hits[1], { name: 'cache hits only', scope: 'controls-1k-seq/ctl-cache-hit', passed: true, detail: 'every one of 1300 requests in 2 blocks answered from the cache (the mock saw none)' });
+    const missed = blockGates('controls-1k-seq', 'ctl-cache-hit', [block('c/hit/r1', 650, {}, 0), block('c/hit/r2', 650, {}, 1)], 'none');
+    assert.equal(missed[1]?.passed, false);
+    assert.equal(missed[1]?.detail, 'c/hit/r2: 1 of 650 requests reached the mock');
+  });
+
   it('adds a failed gate for blocks that hit their time bound, and only then', () => {
     const gates = blockGates('s', 'direct', [block('s/direct/before', 10, { truncated: true }), block('s/direct/after', 10)]);
     assert.equal(gates.length, 3);
@@ -157,7 +165,7 @@ describe('ratios and targets', () => {
     assert.equal(pk?.met, null);
     assert.equal(cost?.met, null);
     const t = targets([], null);
-    assert.equal(t.length, 6);
+    assert.equal(t.length, 9);
     assert.ok(t.every((c) => c.met === null && c.value === null));
     assert.match(t[3]?.detail ?? '', /not in this run's ladder \(highest passing: none req\/s\)/);
   });

@@ -8,8 +8,8 @@ import { describe, it } from 'node:test';
 import { strict as assert } from 'node:assert';
 import { FirstTokenScanner } from '../src/sse.js';
 import { added, authCost, captureCost, drift, errorRate, meanPercentiles, padBody, portkeyRatio, rotate } from '../src/stats.js';
-import { ARMS, AUTH_COST_SCENARIO, LADDER_ARMS, PROXY_ARMS, benchScenarios, buildPlan, keyHeaders, teamOf, template } from '../src/scenarios.js';
-import type { ArmTarget } from '../src/scenarios.js';
+import { AUTH_COST_SCENARIO, LADDER_ARMS, PROXY_ARMS, benchScenarios, buildPlan, isControlArm, isControlsScenario, keyHeaders, teamOf, template } from '../src/scenarios.js';
+import type { ArmName, ArmTarget } from '../src/scenarios.js';
 import { nginxConfig } from '../src/peers/nginx.js';
 
 const ROLE = 'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n';
@@ -173,7 +173,7 @@ describe('authenticated arms', () => {
   it('has a key for every name the Sightline arms are sent traffic under: warm-up, each scenario, each ladder step', () => {
     const names = benchScenarios({ scenarios: plan.scenarios, ladder: { ...plan.ladder, rates: [3_500, 5_000] } });
     assert.deepEqual(names, ['warmup', ...plan.scenarios.map((s) => s.name), 'ladder-3500', 'ladder-5000']);
-    assert.equal(new Set(names.map(teamOf)).size, names.length, 'one team per name: the completeness check counts by team');
+    assert.equal(new Set(names.map((n) => teamOf(n))).size, names.length, 'one team per name: the completeness check counts by team');
   });
 
   it('measures the authentication-off arm in the 1 KiB sequential scenario only, and not in the ladder', () => {
@@ -183,11 +183,16 @@ describe('authenticated arms', () => {
         const na = s.notApplicable['sightline-noauth'];
         if (s.name === AUTH_COST_SCENARIO) assert.equal(na, undefined);
         else assert.match(na ?? '', /measured in json-1k-seq only/, s.name);
-        // The other arms keep their own applicability.
-        assert.deepEqual(Object.keys(s.notApplicable).filter((k) => k !== 'sightline-noauth'), s.name === 'sse-cross' ? ['node-proxy', 'nginx'] : []);
+        if (isControlsScenario(s.name)) continue;
+        // The other arms keep their own applicability (the embedded and control arms have
+        // their own scenario: bench-matrix.test.ts).
+        assert.deepEqual(
+          Object.keys(s.notApplicable).filter((k) => k !== 'sightline-noauth' && k !== 'sightline-embedded' && !isControlArm(k as ArmName)),
+          s.name === 'sse-cross' ? ['node-proxy', 'nginx'] : [],
+        );
       }
     }
-    assert.deepEqual(LADDER_ARMS, ARMS.filter((a) => a !== 'sightline-noauth'));
+    assert.deepEqual(LADDER_ARMS, ['direct', 'sightline', 'sightline-nocapture', 'node-proxy', 'nginx', 'portkey']);
   });
 });
 

@@ -2,6 +2,7 @@
  * `npm run start:gateway`: the gateway alone, configured by environment.
  *   SIGHTLINE_CONFIG     configuration file (default config/sightline.yaml)
  *   NATS_URL             NATS server(s), comma-separated (required)
+ *   SIGHTLINE_NATS_REPLICAS  copies of the capture stream and the buckets in a NATS cluster (default 1)
  *   GATEWAY_PORT         listening port (through the shipped file's ${GATEWAY_PORT})
  *   GATEWAY_WORKERS      processes serving the port (node:cluster); default 1, `auto` = one per core
  *   SIGHTLINE_SPOOL_DIR  capture spool (default ./data/spool; one subdirectory per worker)
@@ -12,7 +13,7 @@ import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, loadConfigFromEnv } from '@sightline/config';
-import { ResilientNatsPublisher } from '@sightline/bus';
+import { natsReplicasFromEnv, ResilientNatsPublisher } from '@sightline/bus';
 import { dataDir, envInt, instanceId, onShutdown, redactUrlCredentials } from '@sightline/core';
 import { authFromEnv } from '@sightline/directory';
 import { NatsResponseCache } from '@sightline/cache';
@@ -110,7 +111,9 @@ async function runWorker(): Promise<void> {
   const instance = instanceId('gw');
   // Capture serialises each finished record in this thread once its response is over
   // (~7 µs); the ingester builds the spans (capture/src/wire.ts).
-  const publisher = new ResilientNatsPublisher(natsUrl, instance);
+  // SIGHTLINE_NATS_REPLICAS: copies of the stream and the buckets in a NATS cluster (docs/scaling.md).
+  const replicas = natsReplicasFromEnv();
+  const publisher = new ResilientNatsPublisher(natsUrl, instance, { replicas });
   // Keys are watched from NATS into memory; a local copy serves them if NATS is down at start.
   const auth = authFromEnv({ natsUrl, snapshotFile: join(dataDir(), 'directory', `gateway-port-${process.env.GATEWAY_PORT || '8080'}${slot === undefined ? '' : `-worker-${slot}`}.json`), log });
   if (auth !== null) {
@@ -121,10 +124,10 @@ async function runWorker(): Promise<void> {
     log('WARNING: authentication is off (SIGHTLINE_ADMIN_TOKEN is not set): anyone who can reach this port sends requests on the configured provider keys');
   }
   // The exact cache, shared through NATS, only when a route asks for one.
-  const cache = config.routes.some((r) => r.cacheTtlMs > 0) ? new NatsResponseCache({ url: natsUrl, maxBytes: config.cache.maxBytes, maxEntryBytes: config.cache.maxEntryBytes, bucketMaxBytes: config.cache.maxBytes, log }) : null;
+  const cache = config.routes.some((r) => r.cacheTtlMs > 0) ? new NatsResponseCache({ url: natsUrl, maxBytes: config.cache.maxBytes, maxEntryBytes: config.cache.maxEntryBytes, bucketMaxBytes: config.cache.maxBytes, replicas, log }) : null;
   await cache?.ready;
   // Limits and budgets of keys and teams: enforced with authentication on (keys carry them).
-  const governor = auth === null ? null : new NatsGovernor({ url: natsUrl, log });
+  const governor = auth === null ? null : new NatsGovernor({ url: natsUrl, replicas, log });
   await governor?.ready;
   const modelsRefreshMs = envInt('SIGHTLINE_MODELS_REFRESH_MS', 600_000);
   if (modelsRefreshMs < 0) throw new Error(`SIGHTLINE_MODELS_REFRESH_MS must be 0 or more, got ${modelsRefreshMs}`);

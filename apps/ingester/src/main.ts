@@ -1,12 +1,13 @@
 /**
  * `npm run start:ingester`: the ingester alone, configured by environment.
- *   NATS_URL (required), CLICKHOUSE_URL / CLICKHOUSE_USER / CLICKHOUSE_PASSWORD /
+ *   NATS_URL (required; comma-separated in a cluster), SIGHTLINE_NATS_REPLICAS (default 1),
+ *   CLICKHOUSE_URL / CLICKHOUSE_USER / CLICKHOUSE_PASSWORD /
  *   CLICKHOUSE_DATABASE (see env.ts), INGESTER_PORT for /healthz and /metrics (default 8082),
  *   SIGHTLINE_RETENTION_DAYS and SIGHTLINE_CONTENT_RETENTION_DAYS (docs/configuration.md),
  *   OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_HEADERS / OTEL_EXPORTER_OTLP_PROTOCOL to
  *   export the spans to an OpenTelemetry backend as well (otlp.ts).
  */
-import { connectNats, NatsConsumer } from '@sightline/bus';
+import { connectNats, natsReplicasFromEnv, NatsConsumer } from '@sightline/bus';
 import { envInt, instanceId, onShutdown, redactUrlCredentials } from '@sightline/core';
 import { startIngester } from './start.js';
 import { storeFromEnv } from '@sightline/store';
@@ -22,7 +23,7 @@ async function main(): Promise<void> {
   // Wait for NATS as long as it takes to come up the first time, then reconnect forever.
   const name = instanceId('ingester');
   const nc = await connectNats(natsUrl, name, { waitOnFirstConnect: true });
-  const consumer = await NatsConsumer.open(nc, { ackWaitMs: envInt('INGESTER_ACK_WAIT_MS', 30_000) });
+  const consumer = await NatsConsumer.open(nc, { ackWaitMs: envInt('INGESTER_ACK_WAIT_MS', 30_000), replicas: natsReplicasFromEnv() });
   const retentionDays = envInt('SIGHTLINE_RETENTION_DAYS', 0);
   const handle = await startIngester({
     consumer,

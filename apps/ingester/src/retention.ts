@@ -8,7 +8,7 @@
  * (SIGHTLINE_CONTENT_RETENTION_DAYS, default SIGHTLINE_RETENTION_DAYS): content often must
  * be kept for less time than metrics.
  */
-import { sql, table, type Store } from '@sightline/store';
+import { localTable, onCluster, sql, table, type Store } from '@sightline/store';
 
 /** Tables partitioned by day that follow the general setting. */
 const DAILY_TABLES = ['spans', 'requests', 'ingest_batches', 'stage_spans'] as const;
@@ -78,12 +78,12 @@ export class Retention {
     const monthCut = Math.floor(cutoffDay(nowMs, this.days) / 100);
     for (const name of MONTHLY_TABLES) {
       const rparts = await this.store.query<{ partition: string }>(
-        sql`SELECT DISTINCT partition FROM system.parts WHERE database = ${this.store.database} AND table = ${name} AND active`,
+        sql`SELECT DISTINCT partition FROM system.parts WHERE database = ${this.store.database} AND table = ${localTable(this.store.cluster, name)} AND active`,
       );
       for (const p of rparts) {
         const month = Number(p.partition.replace(/'/g, ''));
         if (!Number.isInteger(month) || month >= monthCut) continue;
-        await this.store.command(sql`ALTER TABLE ${table(this.store.database, name)} DROP PARTITION ${month}`);
+        await this.store.command(sql`ALTER TABLE ${table(this.store.database, localTable(this.store.cluster, name))}${onCluster(this.store.cluster)} DROP PARTITION ${month}`);
         n++;
       }
     }
@@ -97,12 +97,12 @@ export class Retention {
     let n = 0;
     for (const name of tables) {
       const parts = await this.store.query<{ partition: string }>(
-        sql`SELECT DISTINCT partition FROM system.parts WHERE database = ${this.store.database} AND table = ${name} AND active`,
+        sql`SELECT DISTINCT partition FROM system.parts WHERE database = ${this.store.database} AND table = ${localTable(this.store.cluster, name)} AND active`,
       );
       for (const p of parts) {
         const day = Number(p.partition.replace(/'/g, ''));
         if (!Number.isInteger(day) || day >= cut) continue;
-        await this.store.command(sql`ALTER TABLE ${table(this.store.database, name)} DROP PARTITION ${day}`);
+        await this.store.command(sql`ALTER TABLE ${table(this.store.database, localTable(this.store.cluster, name))}${onCluster(this.store.cluster)} DROP PARTITION ${day}`);
         n++;
         this.log(`retention: dropped ${name} partition ${day} (older than ${days} days)`);
       }

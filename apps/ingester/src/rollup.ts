@@ -23,7 +23,7 @@
  * key-less twins, 008) are caught by `reconcile`, which the ingester runs at start, a day at
  * a time.
  */
-import { ident, sql, table, type Sql, type Store } from '@sightline/store';
+import { ident, localTable, sql, table, type Sql, type Store } from '@sightline/store';
 import { unixNanoNow } from '@sightline/core';
 
 const HOUR_S = 3_600;
@@ -116,14 +116,53 @@ export class Rollup {
     readonly log: (msg: string) => void = () => {},
     /** The clock that says whether an hour or a day has ended (tests). */
     readonly now: () => number = Date.now,
+    /**
+     * On a ClickHouse cluster: after a minute is recomputed, it is recomputed again after each
+     * of these delays (milliseconds, counted from the previous computation). Replication is
+     * asynchronous, so a computation may have read a replica that had not yet fetched every
+     * write (a replica back from an outage, or writes made through another one while it was
+     * away); a later one, made once the replicas have caught up, replaces it. Default none
+     * (a single server sees its writes at once).
+     */
+    readonly settleMs: readonly number[] = [],
   ) {}
+
+  /** Minute → how many settle recomputations it has had since it was last touched. */
+  readonly #settleStage = new Map<number, number>();
+  readonly #settleTimers = new Map<number, NodeJS.Timeout>();
+
+  /** Schedules minute `m`'s next settle recomputation, if any is left. */
+  #settle(m: number): void {
+    if (this.settleMs.length === 0) return;
+    const k = this.#settleStage.get(m) ?? 0;
+    const delay = this.settleMs[k];
+    const prev = this.#settleTimers.get(m);
+    if (prev !== undefined) clearTimeout(prev);
+    if (delay === undefined || this.#stopped) {
+      this.#settleStage.delete(m);
+      this.#settleTimers.delete(m);
+      return;
+    }
+    this.#settleStage.set(m, k + 1);
+    const t = setTimeout(() => {
+      this.#settleTimers.delete(m);
+      this.#dirty.add(m);
+      this.#schedule();
+    }, delay);
+    t.unref();
+    this.#settleTimers.set(m, t);
+  }
 
   /**
    * Marks the minutes of these start times (Unix seconds) for recomputation: those of the
    * requests written, and of their spans (a stage span belongs to the minute it started in).
    */
   touch(startTimes: Iterable<number>): void {
-    for (const s of startTimes) this.#dirty.add(s - (s % 60));
+    for (const s of startTimes) {
+      const m = s - (s % 60);
+      this.#dirty.add(m);
+      if (this.settleMs.length > 0) this.#settleStage.set(m, 0);
+    }
     this.#schedule();
   }
 
@@ -168,6 +207,7 @@ export class Rollup {
         await this.recomputeMinutes(m, m + 60);
         hours.add(m - (m % HOUR_S));
         this.done++;
+        this.#settle(m);
       } catch (e) {
         this.failed++;
         this.#dirty.add(m);
@@ -474,7 +514,7 @@ WHERE is_root = 0 AND name != 'upstream.attempt' AND start_time >= toDateTime(${
   /** The daily partitions (`20250601`) a table has, oldest first. */
   async #partitions(name: string): Promise<number[]> {
     const rows = await this.store.query<{ partition: string }>(
-      sql`SELECT DISTINCT partition FROM system.parts WHERE database = ${this.store.database} AND table = ${name} AND active`,
+      sql`SELECT DISTINCT partition FROM system.parts WHERE database = ${this.store.database} AND table = ${localTable(this.store.cluster, name)} AND active`,
     );
     return rows
       .map((r) => Number(String(r.partition).replace(/'/g, '')))
@@ -485,6 +525,9 @@ WHERE is_root = 0 AND name != 'upstream.attempt' AND start_time >= toDateTime(${
   /** Stops the timer and any reconciliation between two days; recomputations in flight finish. */
   stop(): void {
     this.#stopped = true;
+    for (const t of this.#settleTimers.values()) clearTimeout(t);
+    this.#settleTimers.clear();
+    this.#settleStage.clear();
     if (this.#timer !== null) clearTimeout(this.#timer);
     this.#timer = null;
   }

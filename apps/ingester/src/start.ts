@@ -75,7 +75,8 @@ export async function startIngester(opts: StartIngesterOptions): Promise<Ingeste
     log(`exporting spans over OTLP (${otlp.protocol}) to ${redactUrlCredentials(to)}`);
   }
   if (opts.migrate !== false) await migrateWithRetry(opts.store, log);
-  const rollup = new Rollup(opts.store, 2_000, log);
+  // On a cluster, minutes are recomputed again as replicas catch up (Rollup.settleMs).
+  const rollup = new Rollup(opts.store, 2_000, log, Date.now, (opts.store.cluster ?? null) === null ? [] : [5_000, 30_000, 120_000]);
   const ingester = new Ingester({ consumer: opts.consumer, store: opts.store, log, name: opts.name, rollup, redactPersonal: opts.redactPersonal === undefined ? redactPersonal : opts.redactPersonal, otlp });
   ingester.start();
   // Rollups of data older than migration 005, and minutes a crashed ingester left dirty.

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { dataDir, onShutdown } from '@sightline/core';
 import { authFromEnv } from '@sightline/directory';
 import { NatsGovernor } from '@sightline/controls';
+import { natsReplicasFromEnv } from '@sightline/bus';
 import { loadConfigFromEnv, priceLookup } from '@sightline/config';
 import { storeFromEnv } from '@sightline/store';
 import { startQuery } from './start.js';
@@ -27,7 +28,7 @@ await auth?.directory.ready;
 if (auth === null) log('WARNING: authentication is off (SIGHTLINE_ADMIN_TOKEN is not set): every caller reads every team\'s data');
 const store = await storeFromEnv();
 // What keys and teams have left of their limits and budgets (GET /v1/budget), from the same bucket the gateways use.
-const governor = auth === null ? null : new NatsGovernor({ url: natsUrl!, log });
+const governor = auth === null ? null : new NatsGovernor({ url: natsUrl!, replicas: natsReplicasFromEnv(), log });
 await governor?.ready;
 const q = await startQuery({ store, port: config.query.port, host: config.query.host, log, priceOf: priceLookup(config.pricing, { shipped: config.pricingDefaults }), auth, governor });
 log(`listening on ${q.url}, reading ${store.kind} database ${store.database}; authentication ${auth === null ? 'off' : 'on'}`);

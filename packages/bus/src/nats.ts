@@ -44,6 +44,54 @@ export interface StreamOptions {
   maxAgeMs?: number;
   /** Dedup window for message ids, in milliseconds. Default 120 000. */
   duplicateWindowMs?: number;
+  /**
+   * Copies of the stream in a NATS cluster (SIGHTLINE_NATS_REPLICAS): 1 on a single server;
+   * 3 in a cluster of three or more survives the loss of one server (docs/scaling.md).
+   * An existing stream is updated to this count. Default 1.
+   */
+  replicas?: number;
+}
+
+/** JetStream allows 1 to 5 replicas of a stream (https://docs.nats.io/nats-concepts/jetstream/streams#configuration). */
+export const MAX_NATS_REPLICAS = 5;
+
+/**
+ * SIGHTLINE_NATS_REPLICAS: the replica count of the capture stream, the dead-letter stream and
+ * the key-value buckets (directory, limits, cache). Default 1; at most 5, and no more than the
+ * cluster has servers (JetStream refuses the stream otherwise).
+ */
+export function natsReplicasFromEnv(env: NodeJS.ProcessEnv = process.env): number {
+  const v = (env.SIGHTLINE_NATS_REPLICAS ?? '').trim();
+  if (v === '') return 1;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1 || n > MAX_NATS_REPLICAS) {
+    throw new Error(`SIGHTLINE_NATS_REPLICAS must be an integer from 1 to ${MAX_NATS_REPLICAS}, got "${v}"`);
+  }
+  return n;
+}
+
+/**
+ * Brings an existing stream (or a key-value bucket's stream, `KV_<bucket>`) to `replicas`
+ * copies: JetStream changes the replica count of a stream in place (stream update), keeping
+ * its messages, so growing from R1 to R3 never recreates anything. Returns whether it changed.
+ */
+export async function ensureReplicas(jsm: JetStreamManager, stream: string, replicas: number): Promise<boolean> {
+  const info = await jsm.streams.info(stream);
+  if (info.config.num_replicas === replicas) return false;
+  try {
+    await jsm.streams.update(stream, { ...info.config, num_replicas: replicas });
+  } catch (e) {
+    // The answer to a scale-up can be lost, and the stream briefly reported missing, while
+    // its raft group changes (seen with 2.9.10 in a three-server cluster): the update may
+    // have been applied all the same. Look again for up to 10 s.
+    for (let i = 0; i < 20; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      const now = await jsm.streams.info(stream).catch(() => null);
+      if (now?.config.num_replicas === replicas) return true;
+    }
+    throw e;
+  }
+  return true;
 }
 
 /**
@@ -114,7 +162,7 @@ export async function ensureStream(jsm: JetStreamManager, opts: StreamOptions = 
     max_bytes: opts.maxBytes ?? 1024 ** 3,
     max_age: nanos(opts.maxAgeMs ?? 7 * 24 * 3600 * 1000),
     duplicate_window: nanos(opts.duplicateWindowMs ?? 120_000),
-    num_replicas: 1,
+    num_replicas: opts.replicas ?? 1,
   };
   let info;
   try {
@@ -125,8 +173,8 @@ export async function ensureStream(jsm: JetStreamManager, opts: StreamOptions = 
     return { retention: 'workqueue' };
   }
   const cfg = info.config;
-  if (!cfg.subjects.includes(SUBJECT) || cfg.duplicate_window !== want.duplicate_window) {
-    await jsm.streams.update(STREAM_NAME, { ...cfg, subjects: [...new Set([...cfg.subjects, SUBJECT])], duplicate_window: want.duplicate_window! });
+  if (!cfg.subjects.includes(SUBJECT) || cfg.duplicate_window !== want.duplicate_window || cfg.num_replicas !== want.num_replicas) {
+    await jsm.streams.update(STREAM_NAME, { ...cfg, subjects: [...new Set([...cfg.subjects, SUBJECT])], duplicate_window: want.duplicate_window!, num_replicas: want.num_replicas! });
   }
   return { retention: cfg.retention === RetentionPolicy.Workqueue ? 'workqueue' : cfg.retention === RetentionPolicy.Interest ? 'interest' : 'limits' };
 }
@@ -156,6 +204,11 @@ export interface ConsumerOptions {
   ackWaitMs?: number;
   /** Unacknowledged messages outstanding across all ingesters, at most. Default 1 000. */
   maxAckPending?: number;
+  /**
+   * Replicas of the capture and dead-letter streams (StreamOptions.replicas); the durable
+   * consumer follows its stream's count. Default 1.
+   */
+  replicas?: number;
   /**
    * Milliseconds between purges of acknowledged batches, for a stream with limits retention
    * (made by an earlier version; see ensureStream). Default 30 000; 0: never.
@@ -197,7 +250,8 @@ export class NatsConsumer implements BusConsumer {
   /** Creates (or reuses) the durable consumer on the stream, creating the stream if needed. */
   static async open(nc: NatsConnection, opts: ConsumerOptions = {}): Promise<NatsConsumer> {
     const jsm = await nc.jetstreamManager();
-    const { retention } = await ensureStream(jsm);
+    const replicas = opts.replicas ?? 1;
+    const { retention } = await ensureStream(jsm, { replicas });
     try {
       await jsm.consumers.info(STREAM_NAME, DURABLE_NAME);
     } catch (e) {
@@ -213,7 +267,7 @@ export class NatsConsumer implements BusConsumer {
       });
     }
     try {
-      await jsm.streams.info(DEADLETTER_STREAM);
+      await ensureReplicas(jsm, DEADLETTER_STREAM, replicas);
     } catch (e) {
       if (!isNotFound(e)) throw e;
       await jsm.streams.add({
@@ -223,6 +277,7 @@ export class NatsConsumer implements BusConsumer {
         storage: StorageType.File,
         max_age: nanos(30 * 24 * 3600 * 1000),
         duplicate_window: nanos(120_000),
+        num_replicas: replicas,
       });
     }
     const consumer = new NatsConsumer(nc, nc.jetstream(), retention);

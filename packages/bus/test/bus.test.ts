@@ -180,3 +180,12 @@ test('NATS_URL credentials become connect options; servers lose them', async () 
   assert.deepEqual(natsServers('tls://t0ken@a:4222,nats://b:4222'), { servers: ['tls://a:4222', 'nats://b:4222'], token: 't0ken' });
   assert.throws(() => natsServers('nats://u:p@a:4222,nats://v:q@b:4222'), /same credentials/);
 });
+
+test('SIGHTLINE_NATS_REPLICAS: default 1, 1 to 5 accepted, anything else refused', async () => {
+  const { natsReplicasFromEnv } = await import('@sightline/bus');
+  assert.equal(natsReplicasFromEnv({}), 1);
+  assert.equal(natsReplicasFromEnv({ SIGHTLINE_NATS_REPLICAS: '' }), 1);
+  assert.equal(natsReplicasFromEnv({ SIGHTLINE_NATS_REPLICAS: '3' }), 3);
+  assert.equal(natsReplicasFromEnv({ SIGHTLINE_NATS_REPLICAS: ' 5 ' }), 5);
+  for (const bad of ['0', '6', '2.5', 'three', '-1']) assert.throws(() => natsReplicasFromEnv({ SIGHTLINE_NATS_REPLICAS: bad }), /SIGHTLINE_NATS_REPLICAS/);
+});

@@ -434,8 +434,8 @@ export class NatsResponseCache implements ResponseCache {
     const jsm = await nc.jetstreamManager({ timeout: o.writeTimeoutMs });
     const { config } = await jsm.streams.info(STREAM);
     const maxAge = nanos(o.bucketMaxAgeMs);
-    if (config.discard !== DiscardPolicy.Old || config.max_bytes !== o.bucketMaxBytes || config.max_age !== maxAge) {
-      await jsm.streams.update(STREAM, { discard: DiscardPolicy.Old, max_bytes: o.bucketMaxBytes, max_age: maxAge });
+    if (config.discard !== DiscardPolicy.Old || config.max_bytes !== o.bucketMaxBytes || config.max_age !== maxAge || config.num_replicas !== o.replicas) {
+      await jsm.streams.update(STREAM, { discard: DiscardPolicy.Old, max_bytes: o.bucketMaxBytes, max_age: maxAge, num_replicas: o.replicas });
       o.log(`cache: bucket ${CACHE_BUCKET} set to discard its oldest entries past ${o.bucketMaxBytes} bytes or ${o.bucketMaxAgeMs} ms (was discard ${config.discard}, ${config.max_bytes} bytes, ${config.max_age / 1e6} ms)`);
     }
     return kv;

@@ -9,7 +9,7 @@
  * from the leases it holds; past them, the team's unavailable policy decides (types.ts).
  */
 import type { KV, NatsConnection } from 'nats';
-import { connectNats, natsServers } from '@sightline/bus';
+import { connectNats, ensureReplicas, natsServers } from '@sightline/bus';
 import { encodeEntry, decodeEntry, type LimitEntry } from './entry.js';
 import { Engine, type Backend, type GovernorOptions, type Stored } from './engine.js';
 import { ControlsError } from './errors.js';
@@ -161,6 +161,8 @@ export class NatsGovernor implements Governor {
         this.#nc = nc;
         void this.#follow(nc);
         const kv = await nc.jetstream({ timeout: this.#opts.opTimeoutMs }).views.kv(LIMITS_BUCKET, { history: 1, replicas: this.#opts.replicas, ttl: BUCKET_TTL_MS });
+        // nats.js leaves an existing bucket's replica count as it is (SIGHTLINE_NATS_REPLICAS).
+        await ensureReplicas(await nc.jetstreamManager({ timeout: this.#opts.opTimeoutMs }), `KV_${LIMITS_BUCKET}`, this.#opts.replicas);
         this.#store.kv = kv;
         this.#store.connected = true;
         this.#store.err = null;

@@ -3,6 +3,7 @@
  * NATS_URL is set (every replica shares it), the in-process one persisted to a local file
  * otherwise (the embedded mode of `npm start`).
  */
+import { natsReplicasFromEnv } from '@sightline/bus';
 import { DirectoryError } from './errors.js';
 import { MemoryDirectory } from './memory.js';
 import { NatsDirectory } from './nats.js';
@@ -78,6 +79,7 @@ export function authFromEnv(opts: AuthFromEnvOptions): { adminToken: string; dir
     snapshotFile: opts.snapshotFile,
     adminToken,
     ...(env.SIGHTLINE_KEY_HASH_SECRET !== undefined ? { keyHashSecret: env.SIGHTLINE_KEY_HASH_SECRET } : {}),
+    replicas: natsReplicasFromEnv(env),
     ...(opts.log !== undefined ? { log: opts.log } : {}),
   });
   return { adminToken, directory };

@@ -25,7 +25,7 @@ import { rename, rm, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { KvWatchInclude, type KV, type KvEntry, type NatsConnection, type QueuedIterator } from 'nats';
-import { connectNats, natsServers } from '@sightline/bus';
+import { connectNats, ensureReplicas, natsServers } from '@sightline/bus';
 import { DirectoryError } from './errors.js';
 import { newKeyRecord, revokedRecord, rotatedRecord, teamRecord } from './records.js';
 import type { KeyHasher } from './secrets.js';
@@ -340,6 +340,8 @@ export class NatsDirectory implements Directory {
           wait = 60_000; // nats.js is reconnecting on its own: wait for its reconnect event
         } else {
           const kv = await nc.jetstream({ timeout: this.#opts.writeTimeoutMs }).views.kv(DIRECTORY_BUCKET, { history: 1, replicas: this.#opts.replicas });
+          // nats.js leaves an existing bucket's replica count as it is (SIGHTLINE_NATS_REPLICAS).
+          await ensureReplicas(await nc.jetstreamManager({ timeout: this.#opts.writeTimeoutMs }), `KV_${DIRECTORY_BUCKET}`, this.#opts.replicas);
           this.#kv = kv;
           await this.#watchOnce(kv);
           // The watch ended: a disconnect (wait for the reconnect), a reconnect (watch again

@@ -9,3 +9,4 @@ export { migrate, readMigrations, splitStatements, MIGRATIONS_DIR } from './migr
 export type { Migration, MigrationResult } from './migrate.js';
 export { StoreError, StatementRefusedError } from './errors.js';
 export { storeFromEnv } from './env.js';
+export { ClusterRewriter, localTable, onCluster, shardingKey, LOCAL_SUFFIX } from './cluster.js';

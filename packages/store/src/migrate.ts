@@ -5,6 +5,11 @@
  *
  * Statements are idempotent (`IF NOT EXISTS`), so two runners starting together (two
  * ingesters) both succeed; the record table is read with DISTINCT for the same reason.
+ *
+ * On a cluster (`store.cluster`, CLICKHOUSE_CLUSTER) each statement is rewritten by
+ * cluster.ts (replicated local tables and Distributed tables, `ON CLUSTER`), and the record
+ * table is one replicated table shared by every node of every shard (its ZooKeeper path has
+ * no `{shard}`): a migration is recorded once for the cluster, and a runner on any node sees it.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -13,6 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { StoreError } from './errors.js';
 import { ident, sql, table, trustedSql } from './sql.js';
 import type { Store } from './store.js';
+import { ClusterRewriter } from './cluster.js';
 
 /** The repository's `migrations/` folder. */
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../../../migrations/', import.meta.url));
@@ -68,10 +74,29 @@ export interface MigrationResult {
 export async function migrate(store: Store, migrations: Migration[] = readMigrations()): Promise<MigrationResult> {
   const db = ident(store.database);
   const record = table(store.database, 'schema_migrations');
-  await store.command(sql`CREATE DATABASE IF NOT EXISTS ${db}`);
-  await store.command(
-    sql`CREATE TABLE IF NOT EXISTS ${record} (version UInt32, name String, checksum String, applied_at DateTime('UTC')) ENGINE = MergeTree ORDER BY version`,
-  );
+  const cluster = store.cluster === undefined || store.cluster === null ? null : new ClusterRewriter(store.cluster);
+  if (cluster === null) {
+    await store.command(sql`CREATE DATABASE IF NOT EXISTS ${db}`);
+    await store.command(
+      sql`CREATE TABLE IF NOT EXISTS ${record} (version UInt32, name String, checksum String, applied_at DateTime('UTC')) ENGINE = MergeTree ORDER BY version`,
+    );
+  } else {
+    // ON CLUSTER statements wait for every server: skipped when the record table is there
+    // (it was created on every server), as at every start of an ingester after the first.
+    const [have] = await store.query<{ engine: string }>(sql`SELECT engine FROM system.tables WHERE database = ${store.database} AND name = 'schema_migrations'`);
+    if (have !== undefined && !have.engine.startsWith('Replicated')) {
+      // Its tables are local ones: taking them for a cluster's would skip every migration.
+      throw new StoreError('SL_STORE_MIGRATION', `database ${store.database} was created for a single server (schema_migrations is ${have.engine}); CLICKHOUSE_CLUSTER needs a database created on the cluster (docs/scaling.md)`);
+    }
+    if (have === undefined) {
+      const c = ident(cluster.cluster);
+      const path = `/clickhouse/tables/all/${db.text}/schema_migrations`;
+      await store.command(sql`CREATE DATABASE IF NOT EXISTS ${db} ON CLUSTER ${c}`);
+      await store.command(
+        sql`CREATE TABLE IF NOT EXISTS ${record} ON CLUSTER ${c} (version UInt32, name String, checksum String, applied_at DateTime('UTC')) ENGINE = ReplicatedMergeTree(${path}, '{shard}-{replica}') ORDER BY version`,
+      );
+    }
+  }
   const done = new Map<number, string>();
   const rows = await store.query<{ version: number | string; checksum: string }>(
     sql`SELECT DISTINCT version, checksum FROM ${record}`,
@@ -82,23 +107,27 @@ export async function migrate(store: Store, migrations: Migration[] = readMigrat
   for (const m of migrations) {
     const label = `${String(m.version).padStart(3, '0')}_${m.name}`;
     const prior = done.get(m.version);
+    // The statements are the migration files' own text (trusted like code), with the
+    // database name put in: the one use of trustedSql.
+    const statements = m.statements.map((stmt) => trustedSql(stmt.replaceAll('{database}', db.text)));
     if (prior !== undefined) {
       if (prior !== m.checksum) {
         throw new StoreError('SL_STORE_MIGRATION', `migration ${label} was changed after it was applied (checksum differs); add a new migration instead`);
       }
+      for (const stmt of statements) cluster?.learn(stmt);
       result.skipped.push(label);
       continue;
     }
-    for (const stmt of m.statements) {
-      try {
-        // The statements are the migration files' own text (trusted like code), with the
-        // database name put in: the one use of trustedSql.
-        await store.command(trustedSql(stmt.replaceAll('{database}', db.text)));
-      } catch (e) {
-        // ClickHouse 18.16 has no ADD COLUMN IF NOT EXISTS: a column another runner (a
-        // second ingester starting at the same time) already added counts as done.
-        if (/^ALTER TABLE/i.test(stmt) && /already exists|DUPLICATE_COLUMN|Code: 44\b/i.test((e as Error).message)) continue;
-        throw e;
+    for (const stmt of statements) {
+      for (const run of cluster === null ? [stmt] : cluster.rewrite(stmt)) {
+        try {
+          await store.command(run);
+        } catch (e) {
+          // ClickHouse 18.16 has no ADD COLUMN IF NOT EXISTS: a column another runner (a
+          // second ingester starting at the same time) already added counts as done.
+          if (/^ALTER TABLE/i.test(run.text) && /already exists|DUPLICATE_COLUMN|Code: 44\b/i.test((e as Error).message)) continue;
+          throw e;
+        }
       }
     }
     await store.command(

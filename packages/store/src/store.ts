@@ -5,7 +5,7 @@
  */
 import { createClient, ClickHouseLogLevel, type ClickHouseClient, type ClickHouseSettings } from '@clickhouse/client';
 import { StoreError } from './errors.js';
-import type { Sql } from './sql.js';
+import { ident, type Sql } from './sql.js';
 import type { ReadOnlyStatement } from './statement.js';
 
 /**
@@ -100,6 +100,13 @@ export interface Store {
   readonly kind: 'clickhouse' | 'chdb';
   /** Database holding Sightline's tables. */
   readonly database: string;
+  /**
+   * CLICKHOUSE_CLUSTER: the cluster (remote_servers) the tables live on, or null/absent for a
+   * single server. In a cluster each table is a `Distributed` table over a replicated
+   * `<name>_local` table (cluster.ts), so reads and writes keep the names of the single-server
+   * schema.
+   */
+  readonly cluster?: string | null;
   /** Runs a statement that returns no rows (DDL). Only `Sql` built by sql.ts is accepted. */
   command(sql: Sql): Promise<void>;
   /**
@@ -118,7 +125,11 @@ export interface Store {
 }
 
 export interface ClickHouseServerOptions {
-  /** e.g. `http://127.0.0.1:8123`. Credentials may be in the URL or below. */
+  /**
+   * e.g. `http://127.0.0.1:8123`. Credentials may be in the URL or below. In a cluster, a
+   * comma-separated list of replicas: each request goes to the first one not seen failing in
+   * the last `failoverMs`, so every app talks to the same replica while it is healthy.
+   */
   url: string;
   username?: string;
   password?: string;
@@ -126,6 +137,38 @@ export interface ClickHouseServerOptions {
   database?: string;
   /** Milliseconds before a request to ClickHouse is abandoned. Default 30 000. */
   requestTimeoutMs?: number;
+  /** CLICKHOUSE_CLUSTER (Store.cluster); unset: a single server. */
+  cluster?: string | null;
+  /** Milliseconds a replica that refused a connection is passed over (a list of URLs). Default 5 000. */
+  failoverMs?: number;
+  /**
+   * On a cluster, milliseconds before a command (DDL) is abandoned: `ON CLUSTER` statements
+   * wait for every server to run them, up to the server's `distributed_ddl_task_timeout`
+   * (180 s by default). Default 200 000.
+   */
+  ddlTimeoutMs?: number;
+}
+
+/**
+ * Settings of every request to a cluster (https://clickhouse.com/docs/en/engines/table-engines/special/distributed):
+ * - `insert_distributed_sync = 1`: an INSERT into a Distributed table returns once the shard's
+ *   replica has the block (not once it is queued on the entry node's disk), so the ingester's
+ *   ack still means "in ClickHouse", and a retried block reaches the same replicated table,
+ *   whose block deduplication (`insert_deduplicate`, default on) drops it.
+ * - `prefer_localhost_replica = 0` and `load_balancing = 'in_order'`: reads and writes of every
+ *   app go to the first healthy replica of each shard in remote_servers order, whichever node
+ *   they entered by, so a rollup recomputed right after a write reads that write (replication
+ *   to the other replicas is asynchronous).
+ * - `max_replica_delay_for_distributed_queries = 2`: a read skips a replica more than 2 s
+ *   behind (one back from an outage, still fetching) for an up-to-date one.
+ */
+const CLUSTER_SETTINGS: ClickHouseSettings = { insert_distributed_sync: 1, prefer_localhost_replica: 0, load_balancing: 'in_order', max_replica_delay_for_distributed_queries: '2' };
+
+/** A failure to reach the server at all (nothing was executed), as opposed to an error it answered. */
+function unreachable(e: unknown): boolean {
+  const err = e as { code?: unknown; message?: unknown };
+  if (typeof err.code === 'string' && /^(ECONNREFUSED|ECONNRESET|EHOSTUNREACH|ENOTFOUND|EPIPE|ETIMEDOUT|UND_ERR_SOCKET|UND_ERR_CONNECT_TIMEOUT)$/.test(err.code)) return true;
+  return typeof err.message === 'string' && /ECONNREFUSED|socket hang up|ECONNRESET/.test(err.message);
 }
 
 /** `limits` as the settings of one HTTP request. */
@@ -141,31 +184,75 @@ function serverSettings(limits: ReadLimits, readonly: 1 | 2): ClickHouseSettings
 export class ClickHouseServerStore implements Store {
   readonly kind = 'clickhouse' as const;
   readonly database: string;
-  readonly #client: ClickHouseClient;
+  readonly cluster: string | null;
+  /** One client per replica URL, in the order given. */
+  readonly #clients: ClickHouseClient[];
+  /** The same for commands (DDL), with the longer timeout of a cluster; `#clients` on one server. */
+  readonly #ddlClients: ClickHouseClient[];
+  /** Per client: until when it is passed over after refusing a connection. */
+  readonly #downUntil: number[];
+  readonly #failoverMs: number;
 
   constructor(opts: ClickHouseServerOptions) {
-    const url = new URL(opts.url);
-    const username = opts.username ?? (url.username !== '' ? decodeURIComponent(url.username) : 'default');
-    const password = opts.password ?? decodeURIComponent(url.password);
-    url.username = '';
-    url.password = '';
     this.database = opts.database ?? 'sightline';
-    this.#client = createClient({
-      url: url.toString().replace(/\/$/, ''),
-      username,
-      password,
-      request_timeout: opts.requestTimeoutMs ?? 30_000,
-      // Keep 64-bit integers as strings in JSON on every version (18.16 does by default,
-      // newer servers do not), so nanosecond values never pass through a double.
-      clickhouse_settings: { output_format_json_quote_64bit_integers: 1 },
-      // Failures reach the caller as StoreErrors; the client's own logger would repeat them.
-      log: { level: ClickHouseLogLevel.OFF },
-    });
+    this.cluster = opts.cluster === undefined || opts.cluster === null || opts.cluster === '' ? null : ident(opts.cluster).text;
+    this.#failoverMs = opts.failoverMs ?? 5_000;
+    const urls = opts.url
+      .split(',')
+      .map((u) => u.trim())
+      .filter((u) => u !== '');
+    const make = (requestTimeoutMs: number) =>
+      urls.map((raw) => {
+        const url = new URL(raw);
+        const username = opts.username ?? (url.username !== '' ? decodeURIComponent(url.username) : 'default');
+        const password = opts.password ?? decodeURIComponent(url.password);
+        url.username = '';
+        url.password = '';
+        return createClient({
+          url: url.toString().replace(/\/$/, ''),
+          username,
+          password,
+          request_timeout: requestTimeoutMs,
+          // Keep 64-bit integers as strings in JSON on every version (18.16 does by default,
+          // newer servers do not), so nanosecond values never pass through a double.
+          clickhouse_settings: { output_format_json_quote_64bit_integers: 1, ...(this.cluster === null ? {} : CLUSTER_SETTINGS) },
+          // Failures reach the caller as StoreErrors; the client's own logger would repeat them.
+          log: { level: ClickHouseLogLevel.OFF },
+        });
+      });
+    this.#clients = make(opts.requestTimeoutMs ?? 30_000);
+    this.#ddlClients = this.cluster === null ? this.#clients : make(opts.ddlTimeoutMs ?? 200_000);
+    if (this.#clients.length === 0) throw new StoreError('SL_STORE_QUERY', 'CLICKHOUSE_URL: no server URL given');
+    this.#downUntil = this.#clients.map(() => 0);
+  }
+
+  /**
+   * Runs `op` on the first replica not recently unreachable, moving to the next one when a
+   * replica cannot be reached (nothing ran there, so trying another is safe; an insert that
+   * reached a replica and failed after is retried by its caller, and deduplicated).
+   */
+  async #run<T>(op: (c: ClickHouseClient) => Promise<T>, clients: ClickHouseClient[] = this.#clients): Promise<T> {
+    const n = clients.length;
+    const now = Date.now();
+    let first = this.#downUntil.findIndex((t) => t <= now);
+    if (first === -1) first = 0;
+    let last: unknown;
+    for (let k = 0; k < n; k++) {
+      const i = (first + k) % n;
+      try {
+        return await op(clients[i]!);
+      } catch (e) {
+        if (n === 1 || !unreachable(e)) throw e;
+        this.#downUntil[i] = Date.now() + this.#failoverMs;
+        last = e;
+      }
+    }
+    throw last;
   }
 
   async command(sql: Sql): Promise<void> {
     try {
-      await this.#client.command({ query: sql.text });
+      await this.#run((c) => c.command({ query: sql.text }), this.#ddlClients);
     } catch (e) {
       throw new StoreError('SL_STORE_QUERY', `ClickHouse command failed: ${(e as Error).message}`, { cause: e });
     }
@@ -174,8 +261,7 @@ export class ClickHouseServerStore implements Store {
   async query<T>(sql: Sql, limits?: ReadLimits): Promise<T[]> {
     const clickhouse_settings = limits === undefined ? undefined : serverSettings(limits, 2);
     try {
-      const rs = await this.#client.query({ query: sql.text, format: 'JSONEachRow', clickhouse_settings });
-      return await rs.json<T>();
+      return await this.#run(async (c) => (await c.query({ query: sql.text, format: 'JSONEachRow', clickhouse_settings })).json<T>());
     } catch (e) {
       throw new StoreError('SL_STORE_QUERY', `ClickHouse query failed: ${(e as Error).message}`, { cause: e });
     }
@@ -190,7 +276,7 @@ export class ClickHouseServerStore implements Store {
     let text: string;
     try {
       // exec, not query: the answer is read as a stream and abandoned past its bound.
-      const r = await this.#client.exec({ query: `${statement.text}\nFORMAT JSONCompact`, clickhouse_settings, abort_signal: abort.signal });
+      const r = await this.#run((c) => c.exec({ query: `${statement.text}\nFORMAT JSONCompact`, clickhouse_settings, abort_signal: abort.signal }));
       const chunks: Buffer[] = [];
       let size = 0;
       for await (const chunk of r.stream) {
@@ -214,7 +300,7 @@ export class ClickHouseServerStore implements Store {
   async insert(table: string, rows: readonly object[]): Promise<void> {
     if (rows.length === 0) return;
     try {
-      await this.#client.insert({ table: `${this.database}.${table}`, values: rows as object[], format: 'JSONEachRow' });
+      await this.#run((c) => c.insert({ table: `${this.database}.${table}`, values: rows as object[], format: 'JSONEachRow' }));
     } catch (e) {
       const code = (e as { code?: unknown }).code;
       const prefix = typeof code === 'string' && /^\d+$/.test(code) ? `Code: ${code}. ` : '';
@@ -223,7 +309,7 @@ export class ClickHouseServerStore implements Store {
   }
 
   async close(): Promise<void> {
-    await this.#client.close();
+    await Promise.all([...new Set([...this.#clients, ...this.#ddlClients])].map((c) => c.close()));
   }
 }
 
@@ -343,6 +429,7 @@ export function withReadLimits(store: Store, limits: ReadLimits): Store {
   return {
     kind: store.kind,
     database: store.database,
+    cluster: store.cluster ?? null,
     query: <T>(sql: Sql, l: ReadLimits = limits) => store.query<T>(sql, l),
     select: (statement: ReadOnlyStatement, l: ReadLimits = limits) => store.select(statement, l),
     command: refuse,
