@@ -35,7 +35,29 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
       const tables = await store.query<{ name: string }>(sql`SELECT name FROM system.tables WHERE database = ${store.database} ORDER BY name`);
       assert.deepEqual(
         tables.map((t) => t.name),
-        ['content', 'ingest_batches', 'requests', 'requests_1m', 'requests_agg_1d', 'requests_agg_1h', 'requests_agg_1m', 'rollup_state', 'schema_migrations', 'spans', 'stage_spans', 'stage_spans_mv', 'stages_agg_1d', 'stages_agg_1h', 'stages_agg_1m'],
+        [
+          'content',
+          'ingest_batches',
+          'requests',
+          'requests_1m',
+          'requests_agg_1d',
+          'requests_agg_1h',
+          'requests_agg_1m',
+          'requests_team_agg_1d',
+          'requests_team_agg_1h',
+          'requests_team_agg_1m',
+          'rollup_state',
+          'schema_migrations',
+          'spans',
+          'stage_spans',
+          'stage_spans_mv',
+          'stages_agg_1d',
+          'stages_agg_1h',
+          'stages_agg_1m',
+          'stages_team_agg_1d',
+          'stages_team_agg_1h',
+          'stages_team_agg_1m',
+        ],
       );
     });
 
@@ -118,6 +140,13 @@ FROM ${table(db, 'stages_agg_1m')} FINAL GROUP BY hour, team, key_id, model, pro
       await store.command(sql`INSERT INTO ${table(db, 'requests_agg_1d')} (day, team, key_id, model, provider, dialect, status_class, requests, errors, version)
 SELECT toStartOfDay(minute) AS day, team, key_id, model, provider, dialect, status_class, sum(requests), sum(errors), 1
 FROM ${table(db, 'requests_agg_1m')} FINAL GROUP BY day, team, key_id, model, provider, dialect, status_class`);
+      // Their key-less twins (migration 008), each from the same period of the per-key rollup.
+      await store.command(sql`INSERT INTO ${table(db, 'stages_team_agg_1h')} (hour, team, model, provider, stage, spans, duration_ns_q, version)
+SELECT hour, team, model, provider, stage, sum(spans), quantilesTDigestMergeState(0.5, 0.95, 0.99)(duration_ns_q), 1
+FROM ${table(db, 'stages_agg_1h')} FINAL GROUP BY hour, team, model, provider, stage`);
+      await store.command(sql`INSERT INTO ${table(db, 'requests_team_agg_1d')} (day, team, model, provider, dialect, status_class, requests, errors, version)
+SELECT day, team, model, provider, dialect, status_class, sum(requests), sum(errors), 1
+FROM ${table(db, 'requests_agg_1d')} FINAL GROUP BY day, team, model, provider, dialect, status_class`);
       for (const q of queries) {
         // The docs are ours, checked in like the migrations: trusted text.
         const rows = await store.query<Record<string, unknown>>(trustedSql(q));
