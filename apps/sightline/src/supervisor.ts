@@ -17,6 +17,14 @@ import type { Directory, KeyInput, TeamSettings } from '@sightline/directory';
 import type { Governor, UsageQuery } from '@sightline/controls';
 import { toWireError, type Call, type DirectoryDump, type ToChild, type ToParent, type WireMessage } from './ipc.js';
 
+/**
+ * Bytes of batches one fetch answer carries at most (one batch always goes, however large:
+ * capture's are up to 512 KiB). The answer is serialized on the gateway's event loop; a
+ * backlog after a restart (64 messages of 512 KiB, the ingester's fetch) would otherwise be
+ * a 32 MiB copy between two requests.
+ */
+const FETCH_MAX_BYTES = 1024 * 1024;
+
 export function directoryDump(d: Directory): DirectoryDump {
   return { keys: d.keys({ revoked: true }), teams: d.teams() };
 }
@@ -74,7 +82,7 @@ class ChildLink {
     switch (c.op) {
       case 'fetch': {
         if (bus === null) throw new Error('no in-process bus in this process (NATS_URL is set)');
-        const msgs = await bus.fetch(c.max, c.expiresMs);
+        const msgs = await bus.fetch(c.max, c.expiresMs, FETCH_MAX_BYTES);
         if (!this.#alive) {
           for (const m of msgs) m.nak(0);
           return [];
