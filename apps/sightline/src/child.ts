@@ -8,10 +8,13 @@
  * directory and asks the parent for limits usage (remote.ts); with NATS_URL it uses NATS
  * for all three, like the separate query and ingester apps.
  *
+ * It runs at a lower scheduling priority than the gateway process (nice.ts).
+ *
  * Signals: Ctrl-C reaches the whole process group, and the parent orders the shutdown (its
  * gateway flushes capture first), so SIGINT and SIGTERM are ignored here; the child stops
  * on the parent's `shutdown` message, or when the parent's channel closes (parent gone).
  */
+import './nice.js';
 import { loadConfigFromEnv, priceLookup } from '@sightline/config';
 import { connectNats, NatsConsumer, type BusConsumer } from '@sightline/bus';
 import { dataDir, envInt, instanceId, redactUrlCredentials } from '@sightline/core';
