@@ -49,8 +49,9 @@ function env(gp: number, qp: number, ip: number): Record<string, string> {
   };
 }
 
-async function start(): Promise<void> {
-  const [gp, qp, ip] = [await freePort(), await freePort(), await freePort()];
+/** Starts `npm start`; `gatewayPort` reused: the same spool directory (per gateway port), replayed at start. */
+async function start(gatewayPort?: number): Promise<void> {
+  const [gp, qp, ip] = [gatewayPort ?? (await freePort()), await freePort(), await freePort()];
   gatewayUrl = `http://127.0.0.1:${gp}`;
   queryUrl = `http://127.0.0.1:${qp}`;
   app = startApp('sightline', 'apps/sightline/src/main.ts', env(gp, qp, ip));
@@ -184,12 +185,39 @@ test('SIGTERM stops the gateway, then the store process, once; exit 0 and nothin
   assert.doesNotMatch(app.output, new RegExp(`store process ${child} exited`));
   assert.match(app.output, /shutting down/);
 
-  // Same data directory: the 20 requests flushed at shutdown are there, once each.
-  await start();
+  // Same data directory and gateway port (a batch past the drain deadline is in its spool):
+  // the 20 requests flushed at shutdown are there, once each.
+  await start(Number(new URL(gatewayUrl).port));
   await waitFor('20 requests counted', async () => (await counted(key, since)) >= 20, 60_000, 250);
   assert.equal(await counted(key, since), 20);
   for (const id of sent) {
     const res = await fetch(`${queryUrl}/v1/requests/${id}`, { headers: { authorization: `Bearer ${key}` } });
     assert.equal(res.status, 200, id);
   }
+});
+
+test('a store process frozen at shutdown: what it did not write goes to the spool and is written after the next start', async () => {
+  const key = await createKey('frozen');
+  const pids = storePids(app.output);
+  const child = pids[pids.length - 1]!;
+  const since = Date.now();
+  // Frozen before the requests: none of their batches can be written before the shutdown.
+  process.kill(child, 'SIGSTOP');
+  try {
+    for (let i = 0; i < 20; i++) assert.equal((await send(key, i)).status, 200);
+    const code = await app.stop(90_000);
+    assert.equal(code, 0, app.output);
+  } finally {
+    if (alive(child)) process.kill(child, 'SIGCONT');
+  }
+  assert.ok(!alive(child));
+  assert.match(app.output, new RegExp(`store process ${child} did not exit within`));
+  const moved = /(\d+) capture batch\(es\) not written by the deadline moved to the spool/.exec(app.output);
+  assert.ok(moved !== null && Number(moved[1]) >= 1, app.output);
+  assert.doesNotMatch(app.output, /lost/);
+
+  // The same gateway port: its spool is replayed.
+  await start(Number(new URL(gatewayUrl).port));
+  await waitFor('20 requests counted', async () => (await counted(key, since)) >= 20, 60_000, 250);
+  assert.equal(await counted(key, since), 20);
 });

@@ -25,6 +25,7 @@ import { MemoryGovernor, NatsGovernor } from '@sightline/controls';
 import { logger } from './log.js';
 import { runSingleProcess } from './single.js';
 import { ChildSupervisor } from './supervisor.js';
+import { spoolLeftovers } from './leftovers.js';
 
 async function main(): Promise<void> {
   // The spool lives with the rest of the local data unless told otherwise.
@@ -89,8 +90,9 @@ async function main(): Promise<void> {
     // restarting: the supervisor keeps it running until stop()).
     const deadline = Date.now() + 10_000;
     while (bus !== null && bus.pending > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    if (bus !== null && bus.pending > 0) log(`${bus.pending} capture batch(es) not written by the deadline: lost`);
     await supervisor.stop(15_000);
+    // What it did not write goes to the spool, for the next start.
+    if (bus !== null) await spoolLeftovers(bus, config.capture.spoolDir, config.capture.spoolMaxBytes, log);
     await auth?.directory.close();
     await cache?.close();
     await governor?.close();
