@@ -8,13 +8,12 @@
  * directory and asks the parent for limits usage (remote.ts); with NATS_URL it uses NATS
  * for all three, like the separate query and ingester apps.
  *
- * It runs at a lower scheduling priority than the gateway process (nice.ts).
+ * Once serving, it runs at a lower scheduling priority than the gateway process (nice.ts).
  *
  * Signals: Ctrl-C reaches the whole process group, and the parent orders the shutdown (its
  * gateway flushes capture first), so SIGINT and SIGTERM are ignored here; the child stops
  * on the parent's `shutdown` message, or when the parent's channel closes (parent gone).
  */
-import './nice.js';
 import { loadConfigFromEnv, priceLookup } from '@sightline/config';
 import { connectNats, NatsConsumer, type BusConsumer } from '@sightline/bus';
 import { dataDir, envInt, instanceId, redactUrlCredentials } from '@sightline/core';
@@ -25,6 +24,7 @@ import { startQuery } from '@sightline/app-query';
 import { authFromEnv, hasherFromEnv, type Directory } from '@sightline/directory';
 import { NatsGovernor, type Governor } from '@sightline/controls';
 import { logger } from './log.js';
+import { lowerPriority, STORE_NICENESS } from './nice.js';
 import { MirrorDirectory, ParentLink, RemoteConsumer, RemoteUsage } from './remote.js';
 
 const ignore = () => {};
@@ -99,6 +99,8 @@ async function main(): Promise<void> {
   log(`query    ${query.url}  (GET /v1/requests/{traceId}, GET /v1/stages)`);
   log(`ingester ${ingester.url}  (/healthz, /metrics)`);
   link.send({ t: 'ready' });
+  const lowered = lowerPriority();
+  if (lowered > 0) log(`store process: ${lowered} threads at niceness ${STORE_NICENESS} (the gateway process goes first)`);
   if (stopping === null && !link.connected) stop();
 }
 
