@@ -215,6 +215,7 @@ const READS: Record<'ingester' | 'gateway' | 'query', Record<string, Why>> = {
     SIGHTLINE_BENCH_CAPTURE_OFF: unset('benchmarks only'),
     SIGHTLINE_CONTENT_THREAD: unset('default: content is prepared in a worker thread'),
     SIGHTLINE_MODELS_REFRESH_MS: unset('default: the providers\' model lists are read again every 10 minutes'),
+    SIGHTLINE_EMBEDDED_SINGLE_PROCESS: when('read by npm start (apps/sightline/src/main.ts), not by the gateway app: compose runs the apps as separate services'),
     SIGHTLINE_INSTANCE: INSTANCE,
     QUERY_HOST: SHARED_FILE_QUERY,
     QUERY_PORT: SHARED_FILE_QUERY,

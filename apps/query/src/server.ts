@@ -43,8 +43,11 @@ export interface QueryServerOptions {
   sqlMaxResultBytes?: number;
   /** Authentication (admin token and key directory); null or absent: open, every caller is the admin. */
   auth?: QueryAuth | null;
-  /** Rate limits and budgets, for GET /v1/budget; null or absent: that endpoint answers 404. */
-  governor?: Governor | null;
+  /**
+   * Rate limits and budgets, for GET /v1/budget (only `usage` is read: the embedded mode's
+   * query process asks the gateway process); null or absent: that endpoint answers 404.
+   */
+  governor?: Pick<Governor, 'usage'> | null;
   /**
    * Signs the cursors of `GET /v1/requests` (cursor.ts); at least 16 bytes. Replicas behind
    * one load balancer need the same one. Default: derived from the admin token when

@@ -21,8 +21,8 @@ export interface StartQueryOptions {
   sqlMaxResultBytes?: number;
   /** Authentication; null or absent: open (every caller is the admin). */
   auth?: QueryAuth | null;
-  /** Rate limits and budgets (GET /v1/budget). */
-  governor?: Governor | null;
+  /** Rate limits and budgets (GET /v1/budget; only `usage` is read). */
+  governor?: Pick<Governor, 'usage'> | null;
   /** Signs `GET /v1/requests` cursors (server.ts); default derived from the admin token, else random. */
   cursorSecret?: string | Uint8Array;
 }

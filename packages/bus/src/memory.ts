@@ -93,7 +93,12 @@ export class MemoryBus implements BusPublisher, BusConsumer {
     this.#wake();
   }
 
-  async fetch(max: number, expiresMs: number): Promise<BusMessage[]> {
+  /**
+   * Up to `max` messages, waiting at most `expiresMs` for the first one. With `maxBytes`,
+   * stops adding messages once their data reaches it (the first one is always taken): the
+   * embedded launcher copies each fetch across a process boundary on the gateway's thread.
+   */
+  async fetch(max: number, expiresMs: number, maxBytes = Number.POSITIVE_INFINITY): Promise<BusMessage[]> {
     if (this.#ready.length === 0 && !this.#closed) {
       await new Promise<void>((resolve) => {
         const t = setTimeout(done, expiresMs);
@@ -108,8 +113,11 @@ export class MemoryBus implements BusPublisher, BusConsumer {
       });
     }
     const out: BusMessage[] = [];
+    let bytes = 0;
     while (out.length < max && this.#ready.length > 0) {
+      if (out.length > 0 && bytes + this.#ready[0]!.data.byteLength > maxBytes) break;
       const e = this.#ready.shift()!;
+      bytes += e.data.byteLength;
       e.deliveries++;
       this.#inFlight.add(e);
       e.timer = setTimeout(() => this.#redeliver(e), this.#ackWait);

@@ -76,6 +76,15 @@ test('the in-process bus holds a bounded number of bytes, not only of messages; 
   await bus.close();
 });
 
+test('the in-process bus answers a fetch with at most maxBytes of data, and always with one message when one is ready', async () => {
+  const bus = new MemoryBus();
+  for (const [id, n] of [['a', 300], ['b', 300], ['c', 500], ['d', 100]] as const) await bus.publish(new Uint8Array(n), id);
+  assert.deepEqual((await bus.fetch(10, 100, 700)).map((m) => m.msgId), ['a', 'b']);
+  assert.deepEqual((await bus.fetch(10, 100, 100)).map((m) => m.msgId), ['c'], 'larger than maxBytes alone: still delivered');
+  assert.deepEqual((await bus.fetch(10, 100, 100)).map((m) => m.msgId), ['d']);
+  await bus.close();
+});
+
 let nats: NatsServer;
 contract(
   'NATS JetStream',

@@ -30,7 +30,7 @@ function view(u: ScopeUsage): Record<string, unknown> {
   return { scope: u.scope, id: u.id, kind: u.kind, period: u.period, limit: u.limit, used: u.used, reserved: u.reserved, remaining: u.remaining, resets_at: new Date(u.resetAtMs).toISOString() };
 }
 
-export function registerBudgetRoutes(app: FastifyInstance, directory: Directory | null, governor: Governor | null): void {
+export function registerBudgetRoutes(app: FastifyInstance, directory: Directory | null, governor: Pick<Governor, 'usage'> | null): void {
   app.get('/v1/budget', {
     schema: {
       summary: 'Limits and budgets left: a key\'s own and its team\'s (any key), or every key\'s and team\'s (admin token)',
