@@ -62,31 +62,33 @@ export class ContentWorker implements ContentPreparer {
   }
 
   prepare(input: ContentInput, maxBytes: number, keepBase64: boolean): Promise<{ json: string; bytes: number }> {
-    const transfer: ArrayBuffer[] = [];
-    if (input.requestBody !== null) transfer.push(input.requestBody.buffer as ArrayBuffer);
-    for (const c of input.contentOut ?? []) if (typeof c !== 'string') transfer.push(c.buffer as ArrayBuffer);
-    return this.#post((id) => ({ kind: 'content', id, input, maxBytes, keepBase64 }), transfer).then((a) => {
+    return this.#post((id) => ({ kind: 'content', id, input, maxBytes, keepBase64 })).then((a) => {
       if (!('json' in a)) throw new Error('content worker: unexpected answer');
       return { json: a.json, bytes: a.bytes };
     });
   }
 
-  prepareJobs(jobs: RecordJob[], transfer: ArrayBuffer[], maxBytes: number, keepBase64: boolean): Promise<(PreparedTail | null)[]> {
-    return this.#post((id): RecordJobsMessage => ({ kind: 'jobs', id, jobs, maxBytes, keepBase64 }), transfer).then((a) => {
+  prepareJobs(jobs: RecordJob[], maxBytes: number, keepBase64: boolean): Promise<(PreparedTail | null)[]> {
+    return this.#post((id): RecordJobsMessage => ({ kind: 'jobs', id, jobs, maxBytes, keepBase64 })).then((a) => {
       if (!('tails' in a) || a.tails.length !== jobs.length) throw new Error('content worker: unexpected answer');
       // A job the worker could not prepare (null) is prepared by the capture itself.
       return a.tails;
     });
   }
 
-  #post(message: (id: number) => ContentJobMessage | RecordJobsMessage, transfer: ArrayBuffer[]): Promise<ContentJobAnswer> {
+  /**
+   * Posts without a transfer list: moving the buffers would detach them here, and a worker that
+   * fails with them (it exits, or cannot start) would leave the capture's fallback nothing to
+   * read — the records would be lost. A structured clone costs a memcpy of a few KiB.
+   */
+  #post(message: (id: number) => ContentJobMessage | RecordJobsMessage): Promise<ContentJobAnswer> {
     if (this.#closed) return Promise.reject(new Error('content worker closed'));
     const w = this.#worker ?? this.#start();
     const id = ++this.#nextId;
     return new Promise((resolve, reject) => {
       this.#waiting.set(id, { resolve, reject });
       try {
-        w.postMessage(message(id), transfer);
+        w.postMessage(message(id));
       } catch (e) {
         this.#waiting.delete(id);
         reject(e as Error);

@@ -83,10 +83,10 @@ test('the records of a batch go to the worker in one message; their usage is rea
   let jobs = 0;
   const counting: ContentPreparer = {
     prepare: (i, m, k) => w.prepare(i, m, k),
-    prepareJobs: (js, t, m, k) => {
+    prepareJobs: (js, m, k) => {
       messages++;
       jobs += js.length;
-      return w.prepareJobs(js, t, m, k);
+      return w.prepareJobs(js, m, k);
     },
     get pending() {
       return w.pending;
@@ -136,5 +136,35 @@ test('records whose worker is gone get their usage read in the serving thread', 
   assert.equal(await capture.close(2000), 0);
   const recs = (await published(bus, 2)).flatMap((b) => b.records);
   assert.deepEqual(recs.map((r) => [r.inputTokens, r.outputTokens]), [[10, 20], [11, 21]]);
+  assert.equal(capture.stats.dropped, 0);
+});
+
+test('records whose worker dies after it was handed them are prepared in the serving thread, none lost', async () => {
+  // The failure first seen when the worker could not load its entry: the jobs were posted
+  // with their buffers moved (transferred), so the fallback found them detached and dropped
+  // every record. Here the worker is stopped right after the post, before it answers.
+  const w = new ContentWorker();
+  let posted = 0;
+  const dying: ContentPreparer = {
+    prepare: (i, m, k) => w.prepare(i, m, k),
+    prepareJobs: (js, m, k) => {
+      const answer = w.prepareJobs(js, m, k);
+      posted += js.length;
+      void w.close();
+      return answer;
+    },
+    get pending() {
+      return w.pending;
+    },
+    close: () => w.close(),
+  };
+  const bus = new MemoryBus();
+  const capture = new Capture({ instance: 'gw-dies', config: captureConfig({ flushIntervalMs: 60_000 }), publisher: bus, content: { maxBytes: 256 * 1024, keepBase64: false, redactSecrets }, contentPreparer: dying });
+  for (let i = 0; i < 4; i++) capture.record(streamed(i));
+  assert.equal(await capture.close(5000), 0);
+  assert.equal(posted, 4);
+  const recs = (await published(bus, 4)).flatMap((b) => b.records);
+  assert.deepEqual(recs.map((r) => [r.inputTokens, r.outputTokens]), [[10, 20], [11, 21], [12, 22], [13, 23]]);
+  assert.ok(recs.every((r) => r.content !== null && r.content.request.includes('[SECRET:openai]')));
   assert.equal(capture.stats.dropped, 0);
 });

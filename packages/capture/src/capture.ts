@@ -22,7 +22,8 @@ import type { CaptureConfig } from '@sightline/config';
 import type { RequestRecord } from './record.js';
 import { batchHead, toWire } from './wire.js';
 import { type ContentOptions, type ContentPreparer } from './content.js';
-import { prepareJob, recordJob, recordJson, type RecordJob } from './job.js';
+import { prepareJob, recordJob, recordJson } from './job.js';
+import type { RecordJob } from './content.js';
 import { Spool, type SpoolEntry } from './spool.js';
 import type { CaptureSink, CaptureStats } from './sink.js';
 
@@ -87,7 +88,6 @@ export class Capture implements CaptureSink {
   /** Records handed over since the last flush: their heads and jobs (job.ts), sent to the preparer together. */
   #heads: string[] = [];
   #jobs: RecordJob[] = [];
-  #transfer: ArrayBuffer[] = [];
   #jobBytes = 0;
   /** Finished records, serialised, not yet in a batch, and their sizes in bytes (UTF-8). */
   #pending: string[] = [];
@@ -166,10 +166,7 @@ export class Capture implements CaptureSink {
       }
       this.#heads.push(r.head);
       this.#jobs.push(r.job);
-      for (const b of r.transfer) {
-        this.#transfer.push(b);
-        this.#jobBytes += b.byteLength;
-      }
+      for (const b of r.transfer) this.#jobBytes += b.byteLength;
       this.#preparing++;
       this.#schedule(this.#jobs.length + this.#pending.length, this.#jobBytes + this.#pendingBytes);
       return;
@@ -227,10 +224,8 @@ export class Capture implements CaptureSink {
     const jobs = this.#jobs;
     if (jobs.length === 0) return;
     const heads = this.#heads;
-    const transfer = this.#transfer;
     this.#jobs = [];
     this.#heads = [];
-    this.#transfer = [];
     this.#jobBytes = 0;
     const content = this.#content!;
     const done = (tails: readonly ({ usageJson: string; contentJson: string } | null)[]): void => {
@@ -254,7 +249,7 @@ export class Capture implements CaptureSink {
       this.#buildBatches();
       this.#pump();
     };
-    this.#preparer!.prepareJobs(jobs, transfer, content.maxBytes, content.keepBase64).then(done, (e: unknown) => {
+    this.#preparer!.prepareJobs(jobs, content.maxBytes, content.keepBase64).then(done, (e: unknown) => {
       // The worker could not: prepare them here rather than lose them.
       this.#onError(e);
       done([]);

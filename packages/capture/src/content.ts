@@ -12,7 +12,6 @@
  */
 import type { WireContent } from '@sightline/core';
 import type { RequestRecord } from './record.js';
-import type { PreparedTail, RecordJob } from './job.js';
 
 /** Replaces secrets in a text; returns the counts by placeholder type. */
 export type SecretRedactor = (text: string) => { text: string; counts: Record<string, number> };
@@ -183,6 +182,31 @@ export function contentFrom(rec: ContentInput, opts: ContentOptions): WireConten
   };
 }
 
+// The job types of job.ts live here, beside ContentPreparer that carries them (job.ts imports
+// this module, so the types cannot live there without an import cycle).
+
+/** The kept response of a request whose usage was not read yet, as one owned buffer. */
+export interface UsageInput {
+  bytes: Uint8Array | null;
+  stream: boolean;
+  partial: boolean;
+}
+
+/** One record's part of a job: plain data, transferable to a worker thread. */
+export interface RecordJob {
+  /** The usage read already (budgets settle with it): its JSON members; else null and `usage` is set. */
+  usageJson: string | null;
+  usage: UsageInput | null;
+  /** null: no content is captured (policy `none`, or no content options). */
+  content: ContentInput | null;
+}
+
+/** What a job becomes: the usage members and the content JSON (`null` when none). */
+export interface PreparedTail {
+  usageJson: string;
+  contentJson: string;
+}
+
 /**
  * Prepares content off the serving thread (a worker thread in the gateway): gets a copy of a
  * record's content input and answers the serialised WireContent (JSON text) and its UTF-8 size.
@@ -192,9 +216,11 @@ export interface ContentPreparer {
   prepare(input: ContentInput, maxBytes: number, keepBase64: boolean): Promise<{ json: string; bytes: number }>;
   /**
    * The usage and content of many records in one message (job.ts, issue 15): one hand-off per
-   * batch instead of one per request. `transfer`: the jobs' buffers, moved, not copied.
+   * batch instead of one per request. The jobs are copied to the worker, not moved (no
+   * transfer list): when it dies holding them, the capture still has every byte and
+   * prepares them itself instead of losing them.
    */
-  prepareJobs(jobs: RecordJob[], transfer: ArrayBuffer[], maxBytes: number, keepBase64: boolean): Promise<(PreparedTail | null)[]>;
+  prepareJobs(jobs: RecordJob[], maxBytes: number, keepBase64: boolean): Promise<(PreparedTail | null)[]>;
   /** Jobs sent and not answered yet. */
   readonly pending: number;
   close(): Promise<void>;

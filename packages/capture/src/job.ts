@@ -7,30 +7,8 @@
  * of a batch in one message.
  */
 import type { RequestRecord } from './record.js';
-import { contentFrom, contentInputOf, detachedInput, type ContentInput, type SecretRedactor } from './content.js';
+import { contentFrom, contentInputOf, detachedInput, type ContentInput, type PreparedTail, type RecordJob, type SecretRedactor, type UsageInput } from './content.js';
 import { usageMembers, usageOfKept, wireHead } from './wire.js';
-
-/** The kept response of a request whose usage was not read yet, as one owned buffer. */
-export interface UsageInput {
-  bytes: Uint8Array | null;
-  stream: boolean;
-  partial: boolean;
-}
-
-/** One record's part of a job: plain data, transferable to a worker thread. */
-export interface RecordJob {
-  /** The usage read already (budgets settle with it): its JSON members; else null and `usage` is set. */
-  usageJson: string | null;
-  usage: UsageInput | null;
-  /** null: no content is captured (policy `none`, or no content options). */
-  content: ContentInput | null;
-}
-
-/** What a job becomes: the usage members and the content JSON (`null` when none). */
-export interface PreparedTail {
-  usageJson: string;
-  contentJson: string;
-}
 
 /** Under NATS's default max_payload with room for the rest of the record (capture.ts MAX_RECORD_BYTES). */
 const MAX_CONTENT_BYTES = 900 * 1024;
