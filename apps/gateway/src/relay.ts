@@ -172,21 +172,22 @@ function jsonHeaders(headers: OutgoingHttpHeaders): OutgoingHttpHeaders {
   return h;
 }
 
-/** A provider error body (status ≥ 400) from a provider of the other dialect, translated (and scrubbed of secrets). */
-export class ErrorTranslateRelay implements Relay {
+/**
+ * A provider body held whole (at most `limit` bytes), then parsed as JSON and written as the
+ * client's translation of it: the error and answer relays below differ only in `translate`.
+ */
+abstract class HeldJsonRelay implements Relay {
   readonly holds = true;
   readonly #body: HeldBody;
-  #status = 500;
+  /** The provider's status, as head() saw it. */
+  protected status = 500;
 
-  constructor(
-    readonly client: Dialect,
-    limit: number,
-  ) {
+  constructor(limit: number) {
     this.#body = new HeldBody(limit);
   }
 
   head(status: number, headers: OutgoingHttpHeaders): { status: number; headers: OutgoingHttpHeaders } {
-    this.#status = status;
+    this.status = status;
     return { status, headers: jsonHeaders(headers) };
   }
 
@@ -196,35 +197,37 @@ export class ErrorTranslateRelay implements Relay {
   }
 
   end(): string {
-    const body = parseJson(this.#body.text());
-    return this.client === 'openai' ? anthropicErrorToOpenAI(this.#status, body).body : openaiErrorToAnthropic(this.#status, body).body;
+    return this.translate(parseJson(this.#body.text()));
+  }
+
+  protected abstract translate(body: unknown): string;
+}
+
+/** A provider error body (status ≥ 400) from a provider of the other dialect, translated (and scrubbed of secrets). */
+export class ErrorTranslateRelay extends HeldJsonRelay {
+  constructor(
+    readonly client: Dialect,
+    limit: number,
+  ) {
+    super(limit);
+  }
+
+  protected translate(body: unknown): string {
+    return this.client === 'openai' ? anthropicErrorToOpenAI(this.status, body).body : openaiErrorToAnthropic(this.status, body).body;
   }
 }
 
 /** A JSON response from a provider of the other dialect. */
-export class JsonTranslateRelay implements Relay {
-  readonly holds = true;
-  readonly #body: HeldBody;
-
+export class JsonTranslateRelay extends HeldJsonRelay {
   constructor(
     readonly client: Dialect,
     readonly responseModel: string,
     limit: number,
   ) {
-    this.#body = new HeldBody(limit);
+    super(limit);
   }
 
-  head(status: number, headers: OutgoingHttpHeaders): { status: number; headers: OutgoingHttpHeaders } {
-    return { status, headers: jsonHeaders(headers) };
-  }
-
-  data(chunk: Buffer): null {
-    this.#body.push(chunk);
-    return null;
-  }
-
-  end(): string {
-    const body = parseJson(this.#body.text());
+  protected translate(body: unknown): string {
     if (this.client === 'openai') {
       return JSON.stringify(anthropicResponseToOpenAI(body as AnthropicMessage, { responseModel: this.responseModel, created: Math.floor(Date.now() / 1000) }));
     }
@@ -233,30 +236,17 @@ export class JsonTranslateRelay implements Relay {
 }
 
 /** An Anthropic Messages answer for an OpenAI Responses API client: one response object. */
-export class ResponsesJsonRelay implements Relay {
-  readonly holds = true;
-  readonly #body: HeldBody;
-
+export class ResponsesJsonRelay extends HeldJsonRelay {
   constructor(
     readonly responseModel: string,
     /** The client's request: the response object repeats its settings, as OpenAI's does. */
     readonly request: ResponsesRequest,
     limit: number,
   ) {
-    this.#body = new HeldBody(limit);
+    super(limit);
   }
 
-  head(status: number, headers: OutgoingHttpHeaders): { status: number; headers: OutgoingHttpHeaders } {
-    return { status, headers: jsonHeaders(headers) };
-  }
-
-  data(chunk: Buffer): null {
-    this.#body.push(chunk);
-    return null;
-  }
-
-  end(): string {
-    const body = parseJson(this.#body.text());
+  protected translate(body: unknown): string {
     return JSON.stringify(anthropicResponseToResponses(body as AnthropicMessage, { responseModel: this.responseModel, createdAt: Math.floor(Date.now() / 1000), request: this.request }));
   }
 }
