@@ -166,7 +166,7 @@ export class Capture implements CaptureSink {
       }
       this.#heads.push(r.head);
       this.#jobs.push(r.job);
-      for (const b of r.transfer) this.#jobBytes += b.byteLength;
+      this.#jobBytes += r.bytes;
       this.#preparing++;
       this.#schedule(this.#jobs.length + this.#pending.length, this.#jobBytes + this.#pendingBytes);
       return;

@@ -192,7 +192,7 @@ export interface UsageInput {
   partial: boolean;
 }
 
-/** One record's part of a job: plain data, transferable to a worker thread. */
+/** One record's part of a job: plain data, cloned to a worker thread. */
 export interface RecordJob {
   /** The usage read already (budgets settle with it): its JSON members; else null and `usage` is set. */
   usageJson: string | null;
@@ -228,10 +228,10 @@ export interface ContentPreparer {
 
 /**
  * A copy of the input that owns its bytes, for a worker thread: the request body and the kept
- * output each become one fresh buffer (transferable without copying again). Two memcpys; no
- * decoding, scanning or redaction on this thread.
+ * output each become one fresh buffer, of `bytes` bytes together. Two memcpys; no decoding,
+ * scanning or redaction on this thread.
  */
-export function detachedInput(input: ContentInput, maxOut: number): { input: ContentInput; transfer: ArrayBuffer[] } {
+export function detachedInput(input: ContentInput, maxOut: number): { input: ContentInput; bytes: number } {
   const body = input.requestBody === null ? null : Uint8Array.prototype.slice.call(input.requestBody);
   let out: Uint8Array[] | null = null;
   if (input.contentOut !== null) {
@@ -246,8 +246,6 @@ export function detachedInput(input: ContentInput, maxOut: number): { input: Con
     }
     out = [joined];
   }
-  const transfer: ArrayBuffer[] = [];
-  if (body !== null) transfer.push(body.buffer as ArrayBuffer);
-  if (out !== null) transfer.push(out[0]!.buffer as ArrayBuffer);
-  return { input: { ...input, requestBody: body, contentOut: out }, transfer };
+  const bytes = (body?.byteLength ?? 0) + (out?.[0]!.byteLength ?? 0);
+  return { input: { ...input, requestBody: body, contentOut: out }, bytes };
 }

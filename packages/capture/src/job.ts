@@ -17,9 +17,9 @@ const MAX_CONTENT_BYTES = 900 * 1024;
  * The serving thread's part: the record's head JSON and a job that owns copies of its bytes
  * (a memcpy each; no scanning, decoding or parsing). `maxOut`: content bytes kept per side.
  */
-export function recordJob(rec: RequestRecord, withContent: boolean, maxOut: number): { head: string; job: RecordJob; transfer: ArrayBuffer[] } {
+export function recordJob(rec: RequestRecord, withContent: boolean, maxOut: number): { head: string; job: RecordJob; bytes: number } {
   const head = wireHead(rec);
-  const transfer: ArrayBuffer[] = [];
+  let jobBytes = 0;
   let usage: UsageInput | null = null;
   let usageJson: string | null = null;
   if (rec.usage !== null) usageJson = usageMembers(rec.usage);
@@ -33,7 +33,7 @@ export function recordJob(rec: RequestRecord, withContent: boolean, maxOut: numb
         bytes.set(c, at);
         at += c.length;
       }
-      transfer.push(bytes.buffer as ArrayBuffer);
+      jobBytes += bytes.byteLength;
     }
     usage = { bytes, stream: rec.stream, partial: rec.partial };
   }
@@ -42,9 +42,9 @@ export function recordJob(rec: RequestRecord, withContent: boolean, maxOut: numb
   if (input !== null) {
     const d = detachedInput(input, maxOut);
     content = d.input;
-    transfer.push(...d.transfer);
+    jobBytes += d.bytes;
   }
-  return { head, job: { usageJson, usage, content }, transfer };
+  return { head, job: { usageJson, usage, content }, bytes: jobBytes };
 }
 
 const asBuffer = (b: Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
