@@ -5,7 +5,7 @@
  * work; no I/O.
  */
 import { parentPort } from 'node:worker_threads';
-import { contentFrom, prepareJob, type ContentInput, type PreparedTail, type RecordJob } from '@sightline/capture';
+import { contentFrom, recordsBytes, type ContentInput, type RecordJob } from '@sightline/capture';
 import { redactSecrets } from '@sightline/redact';
 
 /** Under NATS's default max_payload with room for the rest of the record (capture.ts MAX_RECORD_BYTES). */
@@ -20,16 +20,17 @@ export interface ContentJobMessage {
   keepBase64: boolean;
 }
 
-/** A batch's records: usage and content of each (ContentWorker.prepareJobs). */
+/** A batch's records: their heads and jobs, made whole here (ContentWorker.prepareJobs). */
 export interface RecordJobsMessage {
   kind: 'jobs';
   id: number;
+  heads: string[];
   jobs: RecordJob[];
   maxBytes: number;
   keepBase64: boolean;
 }
 
-export type ContentJobAnswer = { id: number; json: string; bytes: number } | { id: number; tails: (PreparedTail | null)[] } | { id: number; error: string };
+export type ContentJobAnswer = { id: number; json: string; bytes: number } | { id: number; records: (Uint8Array | null)[] } | { id: number; error: string };
 
 function prepare(m: ContentJobMessage): { json: string; bytes: number } {
   // Content escaped to many times its size is cut harder, so the record still fits a NATS message.
@@ -41,23 +42,15 @@ function prepare(m: ContentJobMessage): { json: string; bytes: number } {
   return { json: 'null', bytes: 4 };
 }
 
-/** Each job alone: one that fails answers null (the serving thread then prepares it itself). */
-function prepareAll(m: RecordJobsMessage): (PreparedTail | null)[] {
-  return m.jobs.map((job) => {
-    try {
-      return prepareJob(job, m.maxBytes, m.keepBase64, redactSecrets);
-    } catch {
-      return null;
-    }
-  });
-}
-
 parentPort?.on('message', (m: ContentJobMessage | RecordJobsMessage) => {
-  let answer: ContentJobAnswer;
   try {
-    answer = m.kind === 'jobs' ? { id: m.id, tails: prepareAll(m) } : { id: m.id, ...prepare(m) };
+    if (m.kind === 'jobs') {
+      // Each job alone (one that fails answers null: the serving thread then prepares it
+      // itself); the records' bytes move to the serving thread with their buffer, uncopied.
+      const { records, buffer } = recordsBytes(m.heads, m.jobs, m.maxBytes, m.keepBase64, redactSecrets);
+      parentPort!.postMessage({ id: m.id, records } satisfies ContentJobAnswer, [buffer]);
+    } else parentPort!.postMessage({ id: m.id, ...prepare(m) } satisfies ContentJobAnswer);
   } catch (e) {
-    answer = { id: m.id, error: e instanceof Error ? e.message : String(e) };
+    parentPort!.postMessage({ id: m.id, error: e instanceof Error ? e.message : String(e) } satisfies ContentJobAnswer);
   }
-  parentPort!.postMessage(answer);
 });

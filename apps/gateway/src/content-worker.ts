@@ -6,7 +6,7 @@
  * capture prepares them itself (capture.ts); a new worker is started for later jobs.
  */
 import { Worker } from 'node:worker_threads';
-import type { ContentInput, ContentPreparer, PreparedTail, RecordJob } from '@sightline/capture';
+import type { ContentInput, ContentPreparer, RecordJob } from '@sightline/capture';
 import type { ContentJobAnswer, ContentJobMessage, RecordJobsMessage } from './content-thread.js';
 
 interface Waiting {
@@ -68,11 +68,11 @@ export class ContentWorker implements ContentPreparer {
     });
   }
 
-  prepareJobs(jobs: RecordJob[], maxBytes: number, keepBase64: boolean): Promise<(PreparedTail | null)[]> {
-    return this.#post((id): RecordJobsMessage => ({ kind: 'jobs', id, jobs, maxBytes, keepBase64 })).then((a) => {
-      if (!('tails' in a) || a.tails.length !== jobs.length) throw new Error('content worker: unexpected answer');
+  prepareJobs(heads: string[], jobs: RecordJob[], maxBytes: number, keepBase64: boolean): Promise<(Uint8Array | null)[]> {
+    return this.#post((id): RecordJobsMessage => ({ kind: 'jobs', id, heads, jobs, maxBytes, keepBase64 })).then((a) => {
+      if (!('records' in a) || a.records.length !== jobs.length) throw new Error('content worker: unexpected answer');
       // A job the worker could not prepare (null) is prepared by the capture itself.
-      return a.tails;
+      return a.records;
     });
   }
 

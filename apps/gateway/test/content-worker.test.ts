@@ -83,10 +83,10 @@ test('the records of a batch go to the worker in one message; their usage is rea
   let jobs = 0;
   const counting: ContentPreparer = {
     prepare: (i, m, k) => w.prepare(i, m, k),
-    prepareJobs: (js, m, k) => {
+    prepareJobs: (hs, js, m, k) => {
       messages++;
       jobs += js.length;
-      return w.prepareJobs(js, m, k);
+      return w.prepareJobs(hs, js, m, k);
     },
     get pending() {
       return w.pending;
@@ -147,8 +147,8 @@ test('records whose worker dies after it was handed them are prepared in the ser
   let posted = 0;
   const dying: ContentPreparer = {
     prepare: (i, m, k) => w.prepare(i, m, k),
-    prepareJobs: (js, m, k) => {
-      const answer = w.prepareJobs(js, m, k);
+    prepareJobs: (hs, js, m, k) => {
+      const answer = w.prepareJobs(hs, js, m, k);
       posted += js.length;
       void w.close();
       return answer;

@@ -66,6 +66,9 @@ function refusedForGood(err: unknown): boolean {
   return e.code === 'MAX_PAYLOAD_EXCEEDED' || /max(imum)?[ _]payload/i.test(String(e.message ?? ''));
 }
 
+const COMMA = Buffer.from(',');
+const BATCH_END = Buffer.from(']}');
+
 /** Unix time of this process's monotonic origin: every batch carries it (wire.ts). */
 const ORIGIN_UNIX_NANO = markToUnixNano(0);
 
@@ -89,9 +92,13 @@ export class Capture implements CaptureSink {
   #heads: string[] = [];
   #jobs: RecordJob[] = [];
   #jobBytes = 0;
-  /** Finished records, serialised, not yet in a batch, and their sizes in bytes (UTF-8). */
-  #pending: string[] = [];
-  #pendingSizes: number[] = [];
+  /**
+   * Finished records as UTF-8 JSON, not yet in a batch. Bytes, not strings: a batch is then a
+   * memcpy of its records (Buffer.concat), where joining and encoding a few hundred KiB of
+   * strings held the serving thread for milliseconds on every flush (issue 15).
+   */
+  #pending: Uint8Array[] = [];
+  /** Their bytes, with one separator each. */
   #pendingBytes = 0;
   readonly #maxBytes: number;
   readonly #outbox: OutBatch[] = [];
@@ -135,15 +142,15 @@ export class Capture implements CaptureSink {
    * generation collections, and serialising them in bulk would hold up the requests that
    * arrive meanwhile.
    */
-  #serialise(rec: RequestRecord): string {
+  #serialise(rec: RequestRecord): Buffer {
     const content = this.#content;
-    let json = JSON.stringify(toWire(rec, content));
-    if (content === undefined || json.length <= MAX_RECORD_BYTES / 3 || Buffer.byteLength(json) <= MAX_RECORD_BYTES) return json;
+    let data = Buffer.from(JSON.stringify(toWire(rec, content)));
+    if (content === undefined || data.length <= MAX_RECORD_BYTES) return data;
     for (const maxBytes of [content.maxBytes / 4, content.maxBytes / 16]) {
-      json = JSON.stringify(toWire(rec, { ...content, maxBytes: Math.floor(maxBytes) }));
-      if (Buffer.byteLength(json) <= MAX_RECORD_BYTES) return json;
+      data = Buffer.from(JSON.stringify(toWire(rec, { ...content, maxBytes: Math.floor(maxBytes) })));
+      if (data.length <= MAX_RECORD_BYTES) return data;
     }
-    return JSON.stringify(toWire(rec, undefined));
+    return Buffer.from(JSON.stringify(toWire(rec, undefined)));
   }
 
   record(rec: RequestRecord): void {
@@ -171,28 +178,23 @@ export class Capture implements CaptureSink {
       this.#schedule(this.#jobs.length + this.#pending.length, this.#jobBytes + this.#pendingBytes);
       return;
     }
-    let json: string;
+    let data: Buffer;
     try {
-      json = this.#serialise(rec);
+      data = this.#serialise(rec);
     } catch (e) {
       // A record that cannot be serialised is counted as dropped; capture never throws into requests.
       this.stats.dropped++;
       this.#onError(e);
       return;
     }
-    this.#accept(json, Buffer.byteLength(json) + 1);
-  }
-
-  /** Queues a serialised record (its size in UTF-8 bytes, with the separator). */
-  #accept(json: string, size: number): void {
-    this.#enqueue(json, size);
+    this.#enqueue(data);
     this.#schedule(this.#pending.length + this.#jobs.length, this.#pendingBytes + this.#jobBytes);
   }
 
-  #enqueue(json: string, size: number): void {
-    this.#pending.push(json);
-    this.#pendingSizes.push(size);
-    this.#pendingBytes += size;
+  /** Queues a serialised record. */
+  #enqueue(data: Uint8Array): void {
+    this.#pending.push(data);
+    this.#pendingBytes += data.length + 1;
     this.stats.queued++;
   }
 
@@ -228,28 +230,27 @@ export class Capture implements CaptureSink {
     this.#heads = [];
     this.#jobBytes = 0;
     const content = this.#content!;
-    const done = (tails: readonly ({ usageJson: string; contentJson: string } | null)[]): void => {
+    const done = (records: readonly (Uint8Array | null)[]): void => {
       this.#preparing -= jobs.length;
       for (let i = 0; i < jobs.length; i++) {
-        let tail = tails[i] ?? null;
-        if (tail === null) {
+        let data = records[i] ?? null;
+        if (data === null) {
           try {
-            tail = prepareJob(jobs[i]!, content.maxBytes, content.keepBase64, content.redactSecrets);
+            data = Buffer.from(recordJson(heads[i]!, prepareJob(jobs[i]!, content.maxBytes, content.keepBase64, content.redactSecrets)));
           } catch (e) {
             this.stats.dropped++;
             this.#onError(e);
             continue;
           }
         }
-        const json = recordJson(heads[i]!, tail);
-        this.#enqueue(json, Buffer.byteLength(json) + 1);
+        this.#enqueue(data);
       }
       // The flush these records were due in has come: batch and publish them now (records
       // handed over since have their own timer).
       this.#buildBatches();
       this.#pump();
     };
-    this.#preparer!.prepareJobs(jobs, content.maxBytes, content.keepBase64).then(done, (e: unknown) => {
+    this.#preparer!.prepareJobs(heads, jobs, content.maxBytes, content.keepBase64).then(done, (e: unknown) => {
       // The worker could not: prepare them here rather than lose them.
       this.#onError(e);
       done([]);
@@ -270,15 +271,13 @@ export class Capture implements CaptureSink {
    */
   #buildBatches(): void {
     const recs = this.#pending;
-    const sizes = this.#pendingSizes;
     if (recs.length === 0) return;
     this.#pending = [];
-    this.#pendingSizes = [];
     this.#pendingBytes = 0;
     let from = 0;
     let bytes = 256;
     for (let i = 0; i < recs.length; i++) {
-      const size = sizes[i]!;
+      const size = recs[i]!.length + 1;
       if (i > from && (bytes + size > this.#maxBytes || i - from >= this.#cfg.batchMaxRequests)) {
         this.#finishBatch(recs, from, i);
         from = i;
@@ -289,13 +288,20 @@ export class Capture implements CaptureSink {
     this.#finishBatch(recs, from, recs.length);
   }
 
-  #finishBatch(recs: string[], from: number, to: number): void {
+  #finishBatch(recs: Uint8Array[], from: number, to: number): void {
     const n = to - from;
     const seq = String(++this.#batchSeq);
     // The header carries requests_count first so counters can read it without parsing (requestsIn).
-    const head = batchHead(this.#instance, seq, n, unixNanoNow(), ORIGIN_UNIX_NANO);
-    const body = (from === 0 && to === recs.length ? recs : recs.slice(from, to)).join(',');
-    const out: OutBatch = { id: `${this.#instance}/${seq}`, data: Buffer.from(`${head},"records":[${body}]}`), requests: n };
+    const head = Buffer.from(`${batchHead(this.#instance, seq, n, unixNanoNow(), ORIGIN_UNIX_NANO)},"records":[`);
+    const parts: Uint8Array[] = [head];
+    let length = head.length + BATCH_END.length;
+    for (let i = from; i < to; i++) {
+      if (i > from) parts.push(COMMA);
+      parts.push(recs[i]!);
+      length += recs[i]!.length + (i > from ? 1 : 0);
+    }
+    parts.push(BATCH_END);
+    const out: OutBatch = { id: `${this.#instance}/${seq}`, data: Buffer.concat(parts, length), requests: n };
     if (this.#spoolFirst()) this.#toSpool(out);
     else {
       this.#outbox.push(out);

@@ -215,12 +215,14 @@ export interface PreparedTail {
 export interface ContentPreparer {
   prepare(input: ContentInput, maxBytes: number, keepBase64: boolean): Promise<{ json: string; bytes: number }>;
   /**
-   * The usage and content of many records in one message (job.ts, issue 15): one hand-off per
-   * batch instead of one per request. The jobs are copied to the worker, not moved (no
-   * transfer list): when it dies holding them, the capture still has every byte and
-   * prepares them itself instead of losing them.
+   * The records of a batch made whole in one message (job.ts, issue 15): for each head and its
+   * job, the record's JSON as UTF-8 bytes (views of one buffer the worker hands over), or null
+   * where the worker failed that job. One hand-off per batch instead of one per request, and
+   * the serving thread only joins bytes: it neither encodes nor measures strings. The jobs are
+   * copied to the worker, not moved (no transfer list): when it dies holding them, the capture
+   * still has every byte and prepares them itself instead of losing them.
    */
-  prepareJobs(jobs: RecordJob[], maxBytes: number, keepBase64: boolean): Promise<(PreparedTail | null)[]>;
+  prepareJobs(heads: string[], jobs: RecordJob[], maxBytes: number, keepBase64: boolean): Promise<(Uint8Array | null)[]>;
   /** Jobs sent and not answered yet. */
   readonly pending: number;
   close(): Promise<void>;

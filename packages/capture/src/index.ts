@@ -1,6 +1,6 @@
 export { RequestRecord, keepResponseChunk, RESPONSE_KEEP_BYTES } from './record.js';
 export { recordUsage, toWire, batchHead, usageMembers, usageOfKept, wireHead } from './wire.js';
-export { recordJob, prepareJob, recordJson } from './job.js';
+export { recordJob, prepareJob, recordJson, recordsBytes } from './job.js';
 export type { RecordJob, PreparedTail, UsageInput } from './content.js';
 export { extractUsage, hasTokenDelta, NO_USAGE } from './usage.js';
 export type { Usage } from './usage.js';

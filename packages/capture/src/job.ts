@@ -77,3 +77,33 @@ export function prepareJob(job: RecordJob, maxBytes: number, keepBase64: boolean
 export function recordJson(head: string, tail: PreparedTail): string {
   return `${head},${tail.usageJson},"content":${tail.contentJson}}`;
 }
+
+/**
+ * Records made whole from their heads and jobs, each as UTF-8 bytes: views of one buffer, so
+ * a worker thread hands them over by moving that buffer (`buffer` for its transfer list). A
+ * job that cannot be prepared is null.
+ */
+export function recordsBytes(heads: readonly string[], jobs: readonly RecordJob[], maxBytes: number, keepBase64: boolean, redactSecrets: SecretRedactor): { records: (Uint8Array | null)[]; buffer: ArrayBuffer } {
+  const json: (string | null)[] = [];
+  let total = 0;
+  for (let i = 0; i < jobs.length; i++) {
+    try {
+      const j = recordJson(heads[i]!, prepareJob(jobs[i]!, maxBytes, keepBase64, redactSecrets));
+      json.push(j);
+      total += Buffer.byteLength(j);
+    } catch {
+      json.push(null);
+    }
+  }
+  const buffer = new ArrayBuffer(total);
+  const out = Buffer.from(buffer);
+  let at = 0;
+  const records = json.map((j) => {
+    if (j === null) return null;
+    const n = out.write(j, at);
+    const view = new Uint8Array(buffer, at, n);
+    at += n;
+    return view;
+  });
+  return { records, buffer };
+}

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RequestRecord, contentOf, keepContent, keepResponseChunk, placeholderBase64, prepareJob, recordJob, recordJson, toWire, NO_USAGE, type ContentOptions } from '@sightline/capture';
+import { RequestRecord, contentOf, keepContent, keepResponseChunk, placeholderBase64, prepareJob, recordJob, recordJson, recordsBytes, toWire, NO_USAGE, type ContentOptions } from '@sightline/capture';
 import { servedRecord } from '../../../test/support/records.js';
 
 const noRedact: ContentOptions['redactSecrets'] = (text) => ({ text, counts: {} });
@@ -102,4 +102,35 @@ test('a record made from its head and its prepared job (issue 15) is exactly the
     assert.equal(got, expected, name);
     assert.deepEqual(JSON.parse(got), JSON.parse(expected), name);
   }
+});
+
+test('a batch of records made whole as bytes (the worker thread\'s answer): each is the UTF-8 of its toWire JSON, views of one buffer; a job that fails is null and the others are intact', () => {
+  const o: ContentOptions = { maxBytes: 256 * 1024, keepBase64: false, redactSecrets: (text) => ({ text, counts: {} }) };
+  const heads: string[] = [];
+  const jobs: ReturnType<typeof recordJob>['job'][] = [];
+  const expected: (string | null)[] = [];
+  for (let i = 0; i < 3; i++) {
+    const r = servedRecord({ seq: i, endUser: `usér ${i}` });
+    r.contentPolicy = 'full';
+    r.requestBody = Buffer.from(`{"model":"gpt-4o","messages":[{"role":"user","content":"ça ${i} ✓"}]}`);
+    keepContent(r, `réponse ${i}`, o.maxBytes);
+    keepResponseChunk(r, Buffer.from(`{"usage":{"prompt_tokens":${i + 1},"completion_tokens":2}}`));
+    const { head, job } = recordJob(r, true, o.maxBytes);
+    expected.push(JSON.stringify(toWire(r, o)));
+    heads.push(head);
+    jobs.push(structuredClone(job));
+  }
+  // The middle job cannot be prepared (its content input is not one).
+  (jobs[1] as { content: unknown }).content = { requestBody: 42 };
+  expected[1] = null;
+  const { records, buffer } = recordsBytes(heads, jobs, o.maxBytes, false, o.redactSecrets);
+  assert.equal(records.length, 3);
+  assert.equal(records[1], null);
+  for (const i of [0, 2]) {
+    const rec = records[i]!;
+    assert.equal(rec.buffer, buffer);
+    assert.equal(Buffer.from(rec).toString('utf8'), expected[i]);
+    assert.equal(rec.length, Buffer.byteLength(expected[i]!));
+  }
+  assert.equal(buffer.byteLength, records[0]!.length + records[2]!.length);
 });
