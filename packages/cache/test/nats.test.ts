@@ -111,6 +111,32 @@ test('writes in flight are bounded: puts past maxInFlight stay local and are cou
   await waitFor('b hits', () => b.get(k, Date.now()) !== null, 2000, 1);
 });
 
+test('writes wait writeDelayMs to go out with the ones after them; a burst of half of maxInFlight goes at once', async () => {
+  const s = await server();
+  const a = cache(s.url, { writeDelayMs: 300 });
+  const b = cache(s.url);
+  const c = cache(s.url, { writeDelayMs: 60_000, maxInFlight: 4 });
+  await Promise.all([a.ready, b.ready, c.ready]);
+  const k1 = keyOf('alpha', Buffer.from('delayed 1'));
+  const k2 = keyOf('alpha', Buffer.from('delayed 2'));
+  const t0 = performance.now();
+  a.put(k1, response(Buffer.from('one')));
+  await new Promise((r) => setTimeout(r, 100));
+  a.put(k2, response(Buffer.from('two')));
+  assert.equal(a.get(k1, Date.now())?.body.toString(), 'one', 'a hit where it was stored, at once');
+  assert.deepEqual([a.status().published, b.get(k1, Date.now())], [0, null], 'nothing published within the delay');
+  await waitFor('both acknowledged', () => a.status().published === 2, 3000, 1);
+  const waited = performance.now() - t0;
+  assert.ok(waited >= 250, `published after ${waited.toFixed(0)} ms`);
+  await waitFor('b holds both', () => b.get(k1, Date.now()) !== null && b.get(k2, Date.now()) !== null, 2000, 1);
+  // c waits a minute, unless its queue reaches half its in-flight bound.
+  c.put(keyOf('alpha', Buffer.from('burst a')), response(Buffer.from('a')));
+  c.put(keyOf('alpha', Buffer.from('burst b')), response(Buffer.from('b')));
+  await waitFor('the burst acknowledged without the minute', () => c.status().published === 2, 3000, 1);
+  assert.equal(c.status().dropped, 0);
+  assert.throws(() => new NatsResponseCache({ url: 'nats://h', writeDelayMs: -1 }), (e: unknown) => e instanceof CacheError && e.field === 'writeDelayMs');
+});
+
 test('a replica started later reads the bucket before it is ready', async () => {
   const s = await server();
   const a = cache(s.url);
