@@ -8,18 +8,7 @@ import { strict as assert } from 'node:assert';
 import { containsZero, meanSd, pairedDifferences, t975, tInterval } from '../src/stats.js';
 import { comparisonLines, interval } from '../src/report.js';
 import type { ScenarioResult } from '../src/report.js';
-
-/** Mulberry32: a small seeded generator, so the coverage test is the same on every run. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seeded as rng } from '../../test/support/seeded.js';
 
 /** A standard normal draw (Box–Muller). */
 function normal(r: () => number): number {

@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { nestedDeeperThan, validateCountTokens, validateEmbeddings, validateOpenAI, validateResponses } from '../src/validate.js';
 import { GatewayError } from '../src/errors.js';
+import { seeded as rng } from '../../../test/support/seeded.js';
 
 /** Depth of a parsed JSON value (objects and arrays), computed on the value itself. */
 function depthOf(v: unknown): number {
@@ -11,15 +12,6 @@ function depthOf(v: unknown): number {
   return d + 1;
 }
 
-/** A small seeded PRNG (mulberry32), so a failure can be replayed. */
-function rng(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const NASTY = ['{', '}', '[', ']', '"', '\\', '\\"', '\\\\', 'é', '{"a":[', 'x'];
 

@@ -5,6 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { cacheKey, KEY_PATTERN, type CacheKeyParts } from '@sightline/cache';
+import { seeded } from '../../../test/support/seeded.js';
 
 const base: CacheKeyParts = {
   team: 'alpha',
@@ -52,14 +53,9 @@ test('each part changes the key: team, dialect, path, provider, model, stream fl
 });
 
 test('fields cannot run into each other or into the body (seeded random splits of the same characters)', () => {
-  // mulberry32, seeded: the same splits on every run.
-  let seed = 12;
-  const rnd = (n: number) => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return (((t ^ (t >>> 14)) >>> 0) / 4294967296) * n | 0;
-  };
+  // Seeded: the same splits on every run.
+  const random = seeded(12);
+  const rnd = (n: number) => (random() * n) | 0;
   // One string of characters (field separators and digits included) cut at random into the
   // five fields and the body: different cuts are different requests and must give different keys.
   const text = 'a|3:b|c:12|j"x"|b{}';

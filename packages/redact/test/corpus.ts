@@ -9,20 +9,10 @@
  */
 
 import type { RedactionPolicy, RedactionType } from '../src/index.ts';
+import { seeded as mulberry32 } from '../../../test/support/seeded.js';
 
 // ---------------------------------------------------------------------------------------
 // Deterministic fake material.
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const random = mulberry32(0x5eed);
 const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';

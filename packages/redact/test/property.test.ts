@@ -3,18 +3,8 @@ import assert from 'node:assert/strict';
 import { RedactError, redactJson, redactText } from '@sightline/redact';
 import type { JsonValue, RedactionCounts, RedactionPolicy } from '@sightline/redact';
 import { KEYS, MUST_GO, MUST_STAY, policyFor } from './corpus.ts';
-
-// Seeded, so a failure names a round that can be replayed (as apps/gateway/test/relay.test.ts).
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+// Seeded, so a failure names a round that can be replayed.
+import { seeded as mulberry32 } from '../../../test/support/seeded.js';
 
 // Separators a writer would put between sentences, list items and fields (never nothing: a key
 // glued to a word is no longer a token of its own).

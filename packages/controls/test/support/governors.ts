@@ -4,6 +4,7 @@
  */
 import type { Admission, Budget, Limits } from '@sightline/controls';
 import { windowStart } from '@sightline/controls';
+export { seeded } from '../../../../test/support/seeded.js';
 
 let seq = 0;
 /** A fresh id per test, so tests sharing a NATS server never share an entry. */
@@ -51,14 +52,3 @@ export class TestClock {
   }
 }
 
-/** A small seeded generator (mulberry32): tests draw the same numbers on every run. */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
