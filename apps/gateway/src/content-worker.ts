@@ -1,13 +1,14 @@
 /**
- * Content preparation in a worker thread (issue 15): a 64 KiB prompt costs the capture path
- * hundreds of microseconds of scanning and serialising, which on the serving thread would
- * delay the requests queued behind it. The serving thread copies the bytes (two memcpys) and
- * posts them; the worker answers the content's JSON. If the worker dies, jobs fail and the
- * capture prepares them itself (capture.ts); a new worker is started for later jobs.
+ * Records made whole in a worker thread (issue 15): a 64 KiB prompt costs the capture path
+ * hundreds of microseconds of scanning and serialising, and reading a stream's usage tens,
+ * which on the serving thread would delay the requests queued behind them. The serving thread
+ * copies the bytes into shared pages (job.ts) and posts a batch's jobs in one flat message;
+ * the worker answers the records' bytes. If the worker dies, jobs fail and the capture makes
+ * them itself (capture.ts); a new worker is started for later jobs.
  */
 import { Worker } from 'node:worker_threads';
-import type { ContentInput, ContentPreparer, RecordJob } from '@sightline/capture';
-import type { ContentJobAnswer, ContentJobMessage, RecordJobsMessage } from './content-thread.js';
+import { jobCount, type ContentPreparer, type JobsMessage } from '@sightline/capture';
+import type { ContentJobAnswer, RecordJobsMessage } from './content-thread.js';
 
 interface Waiting {
   resolve: (r: ContentJobAnswer) => void;
@@ -61,27 +62,30 @@ export class ContentWorker implements ContentPreparer {
     return w;
   }
 
-  prepare(input: ContentInput, maxBytes: number, keepBase64: boolean): Promise<{ json: string; bytes: number }> {
-    return this.#post((id) => ({ kind: 'content', id, input, maxBytes, keepBase64 })).then((a) => {
-      if (!('json' in a)) throw new Error('content worker: unexpected answer');
-      return { json: a.json, bytes: a.bytes };
-    });
-  }
-
-  prepareJobs(heads: string[], jobs: RecordJob[], maxBytes: number, keepBase64: boolean): Promise<(Uint8Array | null)[]> {
-    return this.#post((id): RecordJobsMessage => ({ kind: 'jobs', id, heads, jobs, maxBytes, keepBase64 })).then((a) => {
-      if (!('records' in a) || a.records.length !== jobs.length) throw new Error('content worker: unexpected answer');
-      // A job the worker could not prepare (null) is prepared by the capture itself.
-      return a.records;
+  prepareJobs(jobs: JobsMessage, maxBytes: number, keepBase64: boolean): Promise<(Uint8Array | null)[]> {
+    const n = jobCount(jobs);
+    return this.#post((id): RecordJobsMessage => ({ id, jobs, maxBytes, keepBase64 })).then((a) => {
+      if (!('lengths' in a) || a.lengths.length !== n) throw new Error('content worker: unexpected answer');
+      // A job the worker could not make (null) is made by the capture itself.
+      const records: (Uint8Array | null)[] = [];
+      let at = 0;
+      for (const len of a.lengths) {
+        if (len < 0) records.push(null);
+        else {
+          records.push(new Uint8Array(a.buffer, at, len));
+          at += len;
+        }
+      }
+      return records;
     });
   }
 
   /**
-   * Posts without a transfer list: moving the buffers would detach them here, and a worker that
-   * fails with them (it exits, or cannot start) would leave the capture's fallback nothing to
-   * read — the records would be lost. A structured clone costs a memcpy of a few KiB.
+   * Nothing is moved (no transfer list): the jobs' pages are shared memory, so a worker that
+   * fails with them (it exits, or cannot start) leaves the capture's fallback every byte to
+   * read — no record is lost.
    */
-  #post(message: (id: number) => ContentJobMessage | RecordJobsMessage): Promise<ContentJobAnswer> {
+  #post(message: (id: number) => RecordJobsMessage): Promise<ContentJobAnswer> {
     if (this.#closed) return Promise.reject(new Error('content worker closed'));
     const w = this.#worker ?? this.#start();
     const id = ++this.#nextId;

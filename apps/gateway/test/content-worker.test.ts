@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MemoryBus } from '@sightline/bus';
-import { Capture, RequestRecord, contentOf, detachedInput, contentInputOf, keepContent, keepResponseChunk, type ContentPreparer } from '@sightline/capture';
+import { Capture, JobBatch, PagePool, RequestRecord, jobCount, keepContent, keepResponseChunk, toWire, type ContentPreparer } from '@sightline/capture';
 import type { CaptureBatchV2 } from '@sightline/core';
 import { redactSecrets } from '@sightline/redact';
 import { ContentWorker } from '../src/content-worker.js';
@@ -22,18 +22,20 @@ function record(kb: number): RequestRecord {
   return r;
 }
 
-test('the worker prepares exactly what the serving thread would', async () => {
+test('the worker makes exactly the records the serving thread would', async () => {
   const w = new ContentWorker();
   try {
-    for (const kb of [1, 64]) {
+    const batch = new JobBatch(new PagePool());
+    const here: string[] = [];
+    for (const kb of [1, 64, 300]) {
       const r = record(kb);
-      const here = contentOf(r, { maxBytes: 256 * 1024, keepBase64: false, redactSecrets })!;
-      const { input } = detachedInput(contentInputOf(r)!, 256 * 1024);
-      const there = await w.prepare(input, 256 * 1024, false);
-      assert.deepEqual(JSON.parse(there.json), JSON.parse(JSON.stringify(here)));
-      assert.equal(there.bytes, Buffer.byteLength(there.json));
-      assert.ok(!there.json.includes(LEAKED));
+      batch.add(r, true, 256 * 1024);
+      here.push(JSON.stringify(toWire(r, { maxBytes: 256 * 1024, keepBase64: false, redactSecrets })));
     }
+    const there = await w.prepareJobs(batch.message(), 256 * 1024, false);
+    assert.equal(there.length, 3);
+    assert.deepEqual(there.map((b) => Buffer.from(b!).toString('utf8')), here);
+    assert.ok(here.every((j) => !j.includes(LEAKED)));
   } finally {
     await w.close();
   }
@@ -82,11 +84,10 @@ test('the records of a batch go to the worker in one message; their usage is rea
   let messages = 0;
   let jobs = 0;
   const counting: ContentPreparer = {
-    prepare: (i, m, k) => w.prepare(i, m, k),
-    prepareJobs: (hs, js, m, k) => {
+    prepareJobs: (js, m, k) => {
       messages++;
-      jobs += js.length;
-      return w.prepareJobs(hs, js, m, k);
+      jobs += jobCount(js);
+      return w.prepareJobs(js, m, k);
     },
     get pending() {
       return w.pending;
@@ -142,14 +143,14 @@ test('records whose worker is gone get their usage read in the serving thread', 
 test('records whose worker dies after it was handed them are prepared in the serving thread, none lost', async () => {
   // The failure first seen when the worker could not load its entry: the jobs were posted
   // with their buffers moved (transferred), so the fallback found them detached and dropped
-  // every record. Here the worker is stopped right after the post, before it answers.
+  // every record. Their pages are shared memory now. Here the worker is stopped right after
+  // the post, before it answers.
   const w = new ContentWorker();
   let posted = 0;
   const dying: ContentPreparer = {
-    prepare: (i, m, k) => w.prepare(i, m, k),
-    prepareJobs: (hs, js, m, k) => {
-      const answer = w.prepareJobs(hs, js, m, k);
-      posted += js.length;
+    prepareJobs: (js, m, k) => {
+      const answer = w.prepareJobs(js, m, k);
+      posted += jobCount(js);
       void w.close();
       return answer;
     },

@@ -5,7 +5,7 @@
  * serialises the record (wire.ts: fields, marks and the usage read from the response; the
  * ingester builds the spans) into a bounded queue. With a content preparer (the gateway's
  * worker thread) only the record's fields are serialised here, and its usage and content
- * are made from copies in the worker, a batch's records in one message (job.ts, issue 15). Batches are cut on a timer that is
+ * are made from copies in the worker, a batch's records in one flat message (job.ts, issue 15). Batches are cut on a timer that is
  * `unref()`'d and published with a message id and a bound on publishes in flight, each with
  * a timeout (modelled on OpenTelemetry's BatchSpanProcessor bounds and counters).
  *
@@ -22,8 +22,7 @@ import type { CaptureConfig } from '@sightline/config';
 import type { RequestRecord } from './record.js';
 import { batchHead, toWire } from './wire.js';
 import { type ContentOptions, type ContentPreparer } from './content.js';
-import { prepareJob, recordJob, recordJson } from './job.js';
-import type { RecordJob } from './content.js';
+import { JobBatch, PagePool, jobsOf, prepareJob, recordJson } from './job.js';
 import { Spool, type SpoolEntry } from './spool.js';
 import type { CaptureSink, CaptureStats } from './sink.js';
 
@@ -88,10 +87,10 @@ export class Capture implements CaptureSink {
   readonly #preparer: ContentPreparer | undefined;
   /** Records waiting for their usage and content: held in #jobs, or at the preparer. */
   #preparing = 0;
+  /** Shared pages for the jobs' bytes, reused from batch to batch. */
+  readonly #pages = new PagePool();
   /** Records handed over since the last flush: their heads and jobs (job.ts), sent to the preparer together. */
-  #heads: string[] = [];
-  #jobs: RecordJob[] = [];
-  #jobBytes = 0;
+  #jobs = new JobBatch(this.#pages);
   /**
    * Finished records as UTF-8 JSON, not yet in a batch. Bytes, not strings: a batch is then a
    * memcpy of its records (Buffer.concat), where joining and encoding a few hundred KiB of
@@ -163,19 +162,15 @@ export class Capture implements CaptureSink {
     if (content !== undefined && this.#preparer !== undefined) {
       // Issue 15: here only the record's head and copies of its bytes; its usage and content
       // are made in the worker, for the whole batch in one message when the batch is due.
-      let r: ReturnType<typeof recordJob>;
       try {
-        r = recordJob(rec, true, content.maxBytes);
+        this.#jobs.add(rec, true, content.maxBytes);
       } catch (e) {
         this.stats.dropped++;
         this.#onError(e);
         return;
       }
-      this.#heads.push(r.head);
-      this.#jobs.push(r.job);
-      this.#jobBytes += r.bytes;
       this.#preparing++;
-      this.#schedule(this.#jobs.length + this.#pending.length, this.#jobBytes + this.#pendingBytes);
+      this.#schedule(this.#jobs.length + this.#pending.length, this.#jobs.bytes + this.#pendingBytes);
       return;
     }
     let data: Buffer;
@@ -188,7 +183,7 @@ export class Capture implements CaptureSink {
       return;
     }
     this.#enqueue(data);
-    this.#schedule(this.#pending.length + this.#jobs.length, this.#pendingBytes + this.#jobBytes);
+    this.#schedule(this.#pending.length + this.#jobs.length, this.#pendingBytes + this.#jobs.bytes);
   }
 
   /** Queues a serialised record. */
@@ -223,20 +218,21 @@ export class Capture implements CaptureSink {
    * rather than lost.
    */
   #sendJobs(): void {
-    const jobs = this.#jobs;
-    if (jobs.length === 0) return;
-    const heads = this.#heads;
-    this.#jobs = [];
-    this.#heads = [];
-    this.#jobBytes = 0;
+    const batch = this.#jobs;
+    const n = batch.length;
+    if (n === 0) return;
+    this.#jobs = new JobBatch(this.#pages);
     const content = this.#content!;
+    const message = batch.message();
     const done = (records: readonly (Uint8Array | null)[]): void => {
-      this.#preparing -= jobs.length;
-      for (let i = 0; i < jobs.length; i++) {
+      this.#preparing -= n;
+      let here: ReturnType<typeof jobsOf> | null = null;
+      for (let i = 0; i < n; i++) {
         let data = records[i] ?? null;
         if (data === null) {
           try {
-            data = Buffer.from(recordJson(heads[i]!, prepareJob(jobs[i]!, content.maxBytes, content.keepBase64, content.redactSecrets)));
+            here ??= jobsOf(message);
+            data = Buffer.from(recordJson(here.heads[i]!, prepareJob(here.jobs[i]!, content.maxBytes, content.keepBase64, content.redactSecrets)));
           } catch (e) {
             this.stats.dropped++;
             this.#onError(e);
@@ -245,12 +241,14 @@ export class Capture implements CaptureSink {
         }
         this.#enqueue(data);
       }
+      // Every record is made: the pages can take the next batch's bytes.
+      batch.release();
       // The flush these records were due in has come: batch and publish them now (records
       // handed over since have their own timer).
       this.#buildBatches();
       this.#pump();
     };
-    this.#preparer!.prepareJobs(heads, jobs, content.maxBytes, content.keepBase64).then(done, (e: unknown) => {
+    this.#preparer!.prepareJobs(message, content.maxBytes, content.keepBase64).then(done, (e: unknown) => {
       // The worker could not: prepare them here rather than lose them.
       this.#onError(e);
       done([]);

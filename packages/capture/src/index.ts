@@ -1,12 +1,12 @@
 export { RequestRecord, keepResponseChunk, RESPONSE_KEEP_BYTES } from './record.js';
 export { recordUsage, toWire, batchHead, usageMembers, usageOfKept, wireHead } from './wire.js';
-export { recordJob, prepareJob, recordJson, recordsBytes } from './job.js';
-export type { RecordJob, PreparedTail, UsageInput } from './content.js';
+export { JobBatch, PagePool, jobCount, jobsOf, prepareJob, recordJson, recordsBytes } from './job.js';
+export type { JobsMessage, RecordJob, PreparedTail, UsageInput } from './content.js';
 export { extractUsage, hasTokenDelta, NO_USAGE } from './usage.js';
 export type { Usage } from './usage.js';
 export { Capture } from './capture.js';
 export type { CaptureOptions } from './capture.js';
 export type { CaptureSink, CaptureStats } from './sink.js';
 export { Spool } from './spool.js';
-export { keepContent, contentFrom, contentInputOf, contentOf, detachedInput, placeholderBase64 } from './content.js';
+export { keepContent, contentFrom, contentInputOf, contentOf, placeholderBase64 } from './content.js';
 export type { ContentInput, ContentOptions, ContentPreparer, SecretRedactor } from './content.js';

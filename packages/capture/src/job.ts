@@ -4,47 +4,186 @@
  * for the usage, the request and answer for the content. Reading the usage from a stream
  * (~20–120 µs for a few KiB of SSE here) and preparing content are done from these copies,
  * in a worker thread when there is one (apps/gateway content-worker.ts), for all the records
- * of a batch in one message.
+ * of a batch in one flat message (JobBatch).
  */
 import type { RequestRecord } from './record.js';
-import { contentFrom, contentInputOf, detachedInput, type ContentInput, type PreparedTail, type RecordJob, type SecretRedactor, type UsageInput } from './content.js';
+import { contentFrom, type ContentInput, type JobsMessage, type PreparedTail, type RecordJob, type SecretRedactor } from './content.js';
 import { usageMembers, usageOfKept, wireHead } from './wire.js';
 
 /** Under NATS's default max_payload with room for the rest of the record (capture.ts MAX_RECORD_BYTES). */
 const MAX_CONTENT_BYTES = 900 * 1024;
 
+/** Shared pages the jobs' bytes are copied into; a part larger than half a page gets its own buffer. */
+const PAGE_BYTES = 256 * 1024;
+/** Pages kept for reuse once their batch is answered: 4 MiB. */
+const FREE_PAGES = 16;
+
+/** Numbers per job in `JobsMessage.meta` (content.ts). */
+const META = 12;
+const F_USAGE_READ = 1;
+const F_STREAM = 2;
+const F_PARTIAL = 4;
+const F_CONTENT = 8;
+const F_REDACTED = 16;
+
+/** Shared pages kept between batches, so a batch normally allocates nothing. */
+export class PagePool {
+  readonly #free: SharedArrayBuffer[] = [];
+  take(): SharedArrayBuffer {
+    return this.#free.pop() ?? new SharedArrayBuffer(PAGE_BYTES);
+  }
+  give(pages: readonly SharedArrayBuffer[]): void {
+    for (const p of pages) if (p.byteLength === PAGE_BYTES && this.#free.length < FREE_PAGES) this.#free.push(p);
+  }
+}
+
 /**
- * The serving thread's part: the record's head JSON and a job that owns copies of its bytes
- * (a memcpy each; no scanning, decoding or parsing). `maxOut`: content bytes kept per side.
+ * The records handed over since the last flush, on the serving thread: each record's head
+ * JSON, and copies of the bytes the rest is made from — the kept response for the usage, the
+ * request and answer for the content — in shared pages (a memcpy each; no scanning, decoding
+ * or parsing here).
  */
-export function recordJob(rec: RequestRecord, withContent: boolean, maxOut: number): { head: string; job: RecordJob; bytes: number } {
-  const head = wireHead(rec);
-  let jobBytes = 0;
-  let usage: UsageInput | null = null;
-  let usageJson: string | null = null;
-  if (rec.usage !== null) usageJson = usageMembers(rec.usage);
-  else {
-    const chunks = rec.responseChunks;
-    let bytes: Uint8Array | null = null;
-    if (chunks !== null && chunks.length > 0) {
-      bytes = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-      let at = 0;
-      for (const c of chunks) {
-        bytes.set(c, at);
-        at += c.length;
-      }
-      jobBytes += bytes.byteLength;
+export class JobBatch {
+  readonly #heads: string[] = [];
+  readonly #usage: string[] = [];
+  #meta = new Float64Array(META * 16);
+  readonly #pages: SharedArrayBuffer[] = [];
+  #page: Buffer | null = null;
+  /** The index of #page in #pages. */
+  #pageIndex = -1;
+  #at = 0;
+  /** Bytes copied into pages. */
+  bytes = 0;
+
+  constructor(readonly pool: PagePool) {}
+
+  get length(): number {
+    return this.#heads.length;
+  }
+
+  /** Room for `n` bytes: the page index and offset to write them at. */
+  #room(n: number): [number, number, Buffer] {
+    if (n > PAGE_BYTES / 2) {
+      const own = new SharedArrayBuffer(n);
+      this.#pages.push(own);
+      return [this.#pages.length - 1, 0, Buffer.from(own)];
     }
-    usage = { bytes, stream: rec.stream, partial: rec.partial };
+    if (this.#page === null || this.#at + n > PAGE_BYTES) {
+      const page = this.pool.take();
+      this.#pages.push(page);
+      this.#page = Buffer.from(page);
+      this.#pageIndex = this.#pages.length - 1;
+      this.#at = 0;
+    }
+    const at = this.#at;
+    this.#at += n;
+    return [this.#pageIndex, at, this.#page];
   }
-  let content: ContentInput | null = null;
-  const input = withContent ? contentInputOf(rec) : null;
-  if (input !== null) {
-    const d = detachedInput(input, maxOut);
-    content = d.input;
-    jobBytes += d.bytes;
+
+  /** Copies at most `limit` bytes of the parts, contiguous; writes (page, offset, length) at meta[i]. */
+  #copy(parts: readonly (Uint8Array | string)[], limit: number, meta: Float64Array, i: number): void {
+    let n = 0;
+    for (const p of parts) n += typeof p === 'string' ? Buffer.byteLength(p) : p.length;
+    n = Math.min(n, limit);
+    const [page, off, buf] = this.#room(n);
+    let at = off;
+    const end = off + n;
+    for (const p of parts) {
+      if (at >= end) break;
+      if (typeof p === 'string') {
+        const b = Buffer.byteLength(p) <= end - at ? null : Buffer.from(p);
+        if (b === null) at += buf.write(p, at);
+        else at += b.copy(buf, at, 0, end - at);
+      } else {
+        const k = Math.min(p.length, end - at);
+        buf.set(k === p.length ? p : p.subarray(0, k), at);
+        at += k;
+      }
+    }
+    meta[i] = page;
+    meta[i + 1] = off;
+    meta[i + 2] = n;
+    this.bytes += n;
   }
-  return { head, job: { usageJson, usage, content }, bytes: jobBytes };
+
+  /** Adds a finished record; `maxOut`: answer bytes kept (the content bound). Returns the bytes copied. */
+  add(rec: RequestRecord, withContent: boolean, maxOut: number): number {
+    const head = wireHead(rec);
+    const before = this.bytes;
+    const k = this.#heads.length;
+    if ((k + 1) * META > this.#meta.length) {
+      const grown = new Float64Array(this.#meta.length * 2);
+      grown.set(this.#meta);
+      this.#meta = grown;
+    }
+    const meta = this.#meta;
+    const m = k * META;
+    meta.fill(-1, m + 1, m + META);
+    let flags = 0;
+    let usage = '';
+    if (rec.usage !== null) {
+      usage = usageMembers(rec.usage);
+      flags |= F_USAGE_READ;
+    } else {
+      if (rec.stream) flags |= F_STREAM;
+      if (rec.partial) flags |= F_PARTIAL;
+      const chunks = rec.responseChunks;
+      if (chunks !== null && chunks.length > 0) this.#copy(chunks, Infinity, meta, m + 1);
+    }
+    if (withContent && rec.contentPolicy !== 'none') {
+      flags |= F_CONTENT;
+      if (rec.contentPolicy === 'redacted') flags |= F_REDACTED;
+      if (rec.requestBody !== null) this.#copy([rec.requestBody], Infinity, meta, m + 4);
+      // A few bytes past the bound: contentFrom cuts the answer at a character boundary, and
+      // sees that it was cut.
+      if (rec.contentOut !== null) this.#copy(rec.contentOut, maxOut + 4, meta, m + 7);
+      meta[m + 10] = rec.contentOutKept;
+      meta[m + 11] = rec.contentOutBytes;
+    }
+    meta[m] = flags;
+    this.#heads.push(head);
+    this.#usage.push(usage);
+    return this.bytes - before;
+  }
+
+  message(): JobsMessage {
+    return { heads: this.#heads.join('\n'), usage: this.#usage.join('\n'), meta: this.#meta.subarray(0, this.#heads.length * META), pages: this.#pages };
+  }
+
+  /** The pages back to the pool: once the worker has answered, or the jobs were made here. */
+  release(): void {
+    this.pool.give(this.#pages);
+    this.#pages.length = 0;
+    this.#page = null;
+    this.#pageIndex = -1;
+  }
+}
+
+/** The number of records in a message. */
+export function jobCount(m: JobsMessage): number {
+  return m.meta.length / META;
+}
+
+/** The records' heads and jobs from a message (views of its pages, no copy): in the worker, or here when it failed. */
+export function jobsOf(m: JobsMessage): { heads: string[]; jobs: RecordJob[] } {
+  const meta = m.meta;
+  const n = jobCount(m);
+  const heads = n === 0 ? [] : m.heads.split('\n', n);
+  const usage = n === 0 ? [] : m.usage.split('\n', n);
+  const view = (i: number): Buffer | null => (meta[i + 2]! < 0 ? null : Buffer.from(m.pages[meta[i]!]!, meta[i + 1]!, meta[i + 2]!));
+  const jobs: RecordJob[] = [];
+  for (let k = 0; k < heads.length; k++) {
+    const i = k * META;
+    const flags = meta[i]!;
+    const read = (flags & F_USAGE_READ) !== 0;
+    let content: ContentInput | null = null;
+    if ((flags & F_CONTENT) !== 0) {
+      const out = view(i + 7);
+      content = { policy: (flags & F_REDACTED) !== 0 ? 'redacted' : 'full', requestBody: view(i + 4), contentOut: out === null ? null : [out], contentOutKept: meta[i + 10]!, contentOutBytes: meta[i + 11]! };
+    }
+    jobs.push({ usageJson: read ? usage[k]! : null, usage: read ? null : { bytes: view(i + 1), stream: (flags & F_STREAM) !== 0, partial: (flags & F_PARTIAL) !== 0 }, content });
+  }
+  return { heads, jobs };
 }
 
 const asBuffer = (b: Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));

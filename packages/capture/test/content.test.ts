@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RequestRecord, contentOf, keepContent, keepResponseChunk, placeholderBase64, prepareJob, recordJob, recordJson, recordsBytes, toWire, NO_USAGE, type ContentOptions } from '@sightline/capture';
+import { JobBatch, PagePool, RequestRecord, contentOf, jobCount, jobsOf, keepContent, keepResponseChunk, placeholderBase64, prepareJob, recordJson, recordsBytes, toWire, NO_USAGE, type ContentOptions } from '@sightline/capture';
 import { servedRecord } from '../../../test/support/records.js';
 
 const noRedact: ContentOptions['redactSecrets'] = (text) => ({ text, counts: {} });
@@ -67,14 +67,15 @@ test('secrets are replaced on both sides, with their counts', () => {
   assert.deepEqual(c.redactions, { secret: 2 });
 });
 
-test('a record made from its head and its prepared job (issue 15) is exactly the record toWire makes', () => {
+test('records made from a flat batch of jobs (issue 15) are exactly the records toWire makes', () => {
   // A redactor that changes the text, so a content made without it would differ.
   const redactSecrets: ContentOptions['redactSecrets'] = (text) => {
     const counts: Record<string, number> = {};
     if (text.includes('secret')) counts.generic = 1;
     return { text: text.replaceAll('secret', '[SECRET]'), counts };
   };
-  const o: ContentOptions = { maxBytes: 256 * 1024, keepBase64: false, redactSecrets };
+  const o: ContentOptions = { maxBytes: 1024, keepBase64: false, redactSecrets };
+  const big = Buffer.from(JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'secret '.repeat(30_000) }] }));
   const anthropic = [
     'event: message_start\ndata: {"type":"message_start","message":{"model":"claude-x","usage":{"input_tokens":9,"output_tokens":1,"cache_read_input_tokens":4}}}\n\n',
     'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hé"}}\n\n',
@@ -87,27 +88,51 @@ test('a record made from its head and its prepared job (issue 15) is exactly the
     ['usage read already (budgets)', (r) => { keepResponseChunk(r, Buffer.from('{"usage":{"prompt_tokens":1}}')); r.usage = NO_USAGE; }],
     ['no response kept', () => {}],
     ['policy none', (r) => { r.contentPolicy = 'none'; keepResponseChunk(r, Buffer.from('{"usage":{"prompt_tokens":2,"completion_tokens":1}}')); }],
+    ['policy redacted', (r) => { r.contentPolicy = 'redacted'; }],
+    // A translated stream's pieces are strings; the bound (1 KiB) falls inside a two-byte character of one.
+    ['answer past the bound, strings and bytes', (r) => { r.contentOut = null; r.contentOutKept = 0; r.contentOutBytes = 0; keepContent(r, 'a'.repeat(1000), o.maxBytes); keepContent(r, Buffer.from('b'.repeat(23)), o.maxBytes); keepContent(r, 'é'.repeat(50), o.maxBytes); keepContent(r, 'never kept', o.maxBytes); }],
+    // Larger than half a page: its own shared buffer.
+    ['request of 200 KiB', (r) => { r.requestBody = big; }],
+    ['no request body', (r) => { r.requestBody = null; }],
   ];
+  const pool = new PagePool();
+  const batch = new JobBatch(pool);
+  const expected: string[] = [];
   for (const [name, fill] of cases) {
-    const r = servedRecord({ seq: 3, endUser: 'u"1', tags: { env: 'prod' } });
+    const r = servedRecord({ seq: expected.length, endUser: 'u"1\n2', tags: { env: 'prod' } });
     r.contentPolicy = 'full';
-    r.requestBody = Buffer.from('{"model":"gpt-4o","messages":[{"role":"user","content":"my secret"}]}');
+    r.requestBody = Buffer.from('{"model":"gpt-4o","messages":[{"role":"user","content":"my secret ✓"}]}');
     keepContent(r, 'answer text ✓', o.maxBytes);
     fill(r);
     // The job first: it copies and leaves the record as it was (toWire keeps the usage it reads on the record).
-    const { head, job } = recordJob(r, true, o.maxBytes);
-    const expected = JSON.stringify(toWire(r, o));
-    // The job travels by structured clone, as to the worker thread.
-    const got = recordJson(head, prepareJob(structuredClone(job), o.maxBytes, false, redactSecrets));
-    assert.equal(got, expected, name);
-    assert.deepEqual(JSON.parse(got), JSON.parse(expected), name);
+    const copied = batch.add(r, true, o.maxBytes);
+    assert.ok(copied >= 0, name);
+    expected.push(JSON.stringify(toWire(r, o)));
   }
+  assert.equal(batch.length, cases.length);
+  // The message travels by structured clone, as to the worker thread (its pages are shared, not copied).
+  const message = structuredClone(batch.message());
+  assert.equal(jobCount(message), cases.length);
+  const { heads, jobs } = jobsOf(message);
+  for (let i = 0; i < cases.length; i++) {
+    const got = recordJson(heads[i]!, prepareJob(jobs[i]!, o.maxBytes, false, redactSecrets));
+    assert.equal(got, expected[i], cases[i]![0]);
+    assert.deepEqual(JSON.parse(got), JSON.parse(expected[i]!), cases[i]![0]);
+  }
+  // The 200 KiB request had a buffer of its own; the rest fit one page, which is reused once released.
+  assert.deepEqual(message.pages.map((p) => p.byteLength).sort((a, b) => a - b), [big.length, 256 * 1024]);
+  const page = batch.message().pages.find((p) => p.byteLength === 256 * 1024)!;
+  batch.release();
+  assert.equal(batch.message().pages.length, 0);
+  assert.equal(pool.take(), page);
+  assert.notEqual(pool.take(), page);
+  const empty = new JobBatch(pool);
+  assert.deepEqual(jobsOf(empty.message()), { heads: [], jobs: [] });
 });
 
 test('a batch of records made whole as bytes (the worker thread\'s answer): each is the UTF-8 of its toWire JSON, views of one buffer; a job that fails is null and the others are intact', () => {
   const o: ContentOptions = { maxBytes: 256 * 1024, keepBase64: false, redactSecrets: (text) => ({ text, counts: {} }) };
-  const heads: string[] = [];
-  const jobs: ReturnType<typeof recordJob>['job'][] = [];
+  const batch = new JobBatch(new PagePool());
   const expected: (string | null)[] = [];
   for (let i = 0; i < 3; i++) {
     const r = servedRecord({ seq: i, endUser: `usér ${i}` });
@@ -115,11 +140,10 @@ test('a batch of records made whole as bytes (the worker thread\'s answer): each
     r.requestBody = Buffer.from(`{"model":"gpt-4o","messages":[{"role":"user","content":"ça ${i} ✓"}]}`);
     keepContent(r, `réponse ${i}`, o.maxBytes);
     keepResponseChunk(r, Buffer.from(`{"usage":{"prompt_tokens":${i + 1},"completion_tokens":2}}`));
-    const { head, job } = recordJob(r, true, o.maxBytes);
+    batch.add(r, true, o.maxBytes);
     expected.push(JSON.stringify(toWire(r, o)));
-    heads.push(head);
-    jobs.push(structuredClone(job));
   }
+  const { heads, jobs } = jobsOf(structuredClone(batch.message()));
   // The middle job cannot be prepared (its content input is not one).
   (jobs[1] as { content: unknown }).content = { requestBody: 42 };
   expected[1] = null;
