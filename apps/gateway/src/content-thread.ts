@@ -4,6 +4,7 @@
  * at the bound and decoded, secrets replaced), serialised — away from the thread that serves
  * requests (issue 15). Pure work; no I/O.
  */
+import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import { jobsOf, recordsBytes, type JobsMessage } from '@sightline/capture';
 import { redactSecrets } from '@sightline/redact';
@@ -21,6 +22,21 @@ export interface RecordJobsMessage {
  * copied): `lengths[i]` bytes each, −1 for a job the worker could not make.
  */
 export type ContentJobAnswer = { id: number; buffer: ArrayBuffer; lengths: Int32Array } | { id: number; error: string };
+
+/**
+ * This thread runs at the lowest priority (nice 19; on Linux a thread's own, pid 0 being the
+ * calling thread): it gets the CPU the serving thread leaves. At its default priority, on a
+ * gateway pinned to one core (the bench's layout, or a one-CPU container), posting a batch woke
+ * it and the kernel ran it at once: the serving thread lost the core for the worker's whole
+ * batch, p50 1.4–1.5 ms per flush measured around postMessage, against 44–78 µs at nice 19
+ * (nice 5 and 10: p90 still 1.7 ms). With a core to spare nothing changes. Under full load on
+ * one core it gets ~1.5 % of it: records then wait for it, bounded by the capture queue.
+ */
+try {
+  setPriority(19);
+} catch {
+  // Not permitted here: the thread keeps the process's priority.
+}
 
 parentPort?.on('message', (m: RecordJobsMessage) => {
   try {
