@@ -13,7 +13,14 @@ import type { ContentJobAnswer, RecordJobsMessage } from './content-thread.js';
 interface Waiting {
   resolve: (r: ContentJobAnswer) => void;
   reject: (e: Error) => void;
+  timer: NodeJS.Timeout;
 }
+
+/** A batch the worker has not answered in time (it runs at nice 19 and got no CPU). */
+class LateError extends Error {}
+
+/** Once a minute at most, the log says the serving thread made late batches itself. */
+const LATE_LOG_MS = 60_000;
 
 /** The worker's entry: the compiled .js, or under tsx a bootstrap that loads the .ts source. */
 const ENTRY = new URL(import.meta.url.endsWith('.ts') ? './content-thread-dev.mjs' : './content-thread.js', import.meta.url);
@@ -23,8 +30,20 @@ export class ContentWorker implements ContentPreparer {
   #nextId = 0;
   readonly #waiting = new Map<number, Waiting>();
   #closed = false;
+  /** Batches the worker did not answer in time, made by the capture in the serving thread. */
+  late = 0;
+  #lateLogged = -Infinity;
 
-  constructor(readonly log: (msg: string) => void = () => {}) {}
+  constructor(
+    readonly log: (msg: string) => void = () => {},
+    /**
+     * How long a batch may wait for the worker. It runs at the lowest priority (content-thread.ts),
+     * so on a core kept busy by the serving thread it may get no CPU at all: past this, the
+     * capture makes the batch itself, as before there was a worker, rather than let records
+     * pile up. Its late answer is dropped.
+     */
+    readonly answerTimeoutMs = 1000,
+  ) {}
 
   /**
    * Starts the thread now rather than at the first job: its start (loading modules; seconds
@@ -46,6 +65,7 @@ export class ContentWorker implements ContentPreparer {
       const job = this.#waiting.get(a.id);
       if (job === undefined) return;
       this.#waiting.delete(a.id);
+      clearTimeout(job.timer);
       if ('error' in a) job.reject(new Error(`content worker: ${a.error}`));
       else job.resolve(a);
     });
@@ -53,7 +73,10 @@ export class ContentWorker implements ContentPreparer {
       if (this.#worker === w) this.#worker = null;
       const err = e instanceof Error ? e : new Error(`content worker stopped (${String(e)})`);
       if (!this.#closed) this.log(`content worker: ${err.message}; preparing content in the serving thread until it is back`);
-      for (const job of this.#waiting.values()) job.reject(err);
+      for (const job of this.#waiting.values()) {
+        clearTimeout(job.timer);
+        job.reject(err);
+      }
       this.#waiting.clear();
     };
     w.on('error', fail);
@@ -64,6 +87,17 @@ export class ContentWorker implements ContentPreparer {
 
   prepareJobs(jobs: JobsMessage, maxBytes: number, keepBase64: boolean): Promise<(Uint8Array | null)[]> {
     const n = jobCount(jobs);
+    const late = (e: unknown): (Uint8Array | null)[] => {
+      if (!(e instanceof LateError)) throw e;
+      // Every job null: the capture makes them all (capture.ts), as it does those the worker fails.
+      this.late++;
+      const t = Date.now();
+      if (t - this.#lateLogged >= LATE_LOG_MS) {
+        this.#lateLogged = t;
+        this.log(`content worker: no answer in ${this.answerTimeoutMs} ms (the core is busy); the serving thread makes such batches itself (${this.late} so far)`);
+      }
+      return new Array<null>(n).fill(null);
+    };
     return this.#post((id): RecordJobsMessage => ({ id, jobs, maxBytes, keepBase64 })).then((a) => {
       if (!('lengths' in a) || a.lengths.length !== n) throw new Error('content worker: unexpected answer');
       // A job the worker could not make (null) is made by the capture itself.
@@ -77,7 +111,7 @@ export class ContentWorker implements ContentPreparer {
         }
       }
       return records;
-    });
+    }, late);
   }
 
   /**
@@ -90,10 +124,15 @@ export class ContentWorker implements ContentPreparer {
     const w = this.#worker ?? this.#start();
     const id = ++this.#nextId;
     return new Promise((resolve, reject) => {
-      this.#waiting.set(id, { resolve, reject });
+      const timer = setTimeout(() => {
+        if (this.#waiting.delete(id)) reject(new LateError('late'));
+      }, this.answerTimeoutMs);
+      timer.unref();
+      this.#waiting.set(id, { resolve, reject, timer });
       try {
         w.postMessage(message(id));
       } catch (e) {
+        clearTimeout(timer);
         this.#waiting.delete(id);
         reject(e as Error);
       }

@@ -169,3 +169,31 @@ test('records whose worker dies after it was handed them are prepared in the ser
   assert.ok(recs.every((r) => r.content !== null && r.content.request.includes('[SECRET:openai]')));
   assert.equal(capture.stats.dropped, 0);
 });
+
+test('a batch the worker does not answer in time is made in the serving thread, once; its late answer is dropped', async () => {
+  const logs: string[] = [];
+  // 1 ms: the worker's start alone takes longer, and so does scanning 20 prompts of 300 KiB.
+  const w = new ContentWorker((m) => logs.push(m), 1);
+  const bus = new MemoryBus();
+  const capture = new Capture({ instance: 'gw-late', config: captureConfig({ flushIntervalMs: 60_000 }), publisher: bus, content: { maxBytes: 256 * 1024, keepBase64: false, redactSecrets }, contentPreparer: w });
+  try {
+    for (let i = 0; i < 20; i++) {
+      const r = record(300);
+      r.seq = i;
+      capture.record(r);
+    }
+    assert.equal(await capture.close(10_000), 0);
+    const recs = (await published(bus, 20)).flatMap((b) => b.records);
+    assert.deepEqual(recs.map((r) => r.seq), [...Array(20).keys()]);
+    assert.ok(recs.every((r) => r.content !== null && r.content.request.includes('[SECRET:openai]') && r.content.requestTruncated));
+    assert.ok(!JSON.stringify(recs).includes(LEAKED));
+    assert.equal(capture.stats.dropped, 0);
+    assert.equal(w.late, 1);
+    assert.equal(logs.filter((l) => l.includes('no answer in 1 ms')).length, 1);
+    // The worker's answer, when it comes, finds nothing waiting for it: nothing is published twice.
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal((await bus.fetch(10, 10)).length, 0);
+  } finally {
+    await w.close();
+  }
+});
