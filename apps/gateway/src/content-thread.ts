@@ -6,7 +6,7 @@
  */
 import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
-import { jobsOf, recordsBytes, type JobsMessage } from '@sightline/capture';
+import { jobsOf, recordsBytes, type JobsMessage, type PreparedRecords } from '@sightline/capture';
 import { redactSecrets } from '@sightline/redact';
 
 /** A batch's records (ContentWorker.prepareJobs). */
@@ -18,10 +18,10 @@ export interface RecordJobsMessage {
 }
 
 /**
- * The records as UTF-8 JSON, back to back in `buffer` (moved to the serving thread, not
- * copied): `lengths[i]` bytes each, −1 for a job the worker could not make.
+ * The records as UTF-8 JSON in `buffer` (moved to the serving thread, not copied), laid out by
+ * recordsBytes: `spans` holds each one's offset and length, −1 for a job the worker could not make.
  */
-export type ContentJobAnswer = { id: number; buffer: ArrayBuffer; lengths: Int32Array } | { id: number; error: string };
+export type ContentJobAnswer = ({ id: number } & PreparedRecords) | { id: number; error: string };
 
 /**
  * This thread runs at the lowest priority (nice 19; on Linux a thread's own, pid 0 being the
@@ -42,9 +42,8 @@ parentPort?.on('message', (m: RecordJobsMessage) => {
   try {
     // Each job alone (one that fails answers −1: the serving thread then makes it itself).
     const { heads, jobs } = jobsOf(m.jobs);
-    const { records, buffer } = recordsBytes(heads, jobs, m.maxBytes, m.keepBase64, redactSecrets);
-    const lengths = Int32Array.from(records, (r) => (r === null ? -1 : r.length));
-    parentPort!.postMessage({ id: m.id, buffer, lengths } satisfies ContentJobAnswer, [buffer]);
+    const { buffer, spans } = recordsBytes(heads, jobs, m.maxBytes, m.keepBase64, redactSecrets);
+    parentPort!.postMessage({ id: m.id, buffer, spans } satisfies ContentJobAnswer, [buffer]);
   } catch (e) {
     parentPort!.postMessage({ id: m.id, error: e instanceof Error ? e.message : String(e) } satisfies ContentJobAnswer);
   }

@@ -7,7 +7,7 @@
  * them itself (capture.ts); a new worker is started for later jobs.
  */
 import { Worker } from 'node:worker_threads';
-import { jobCount, type ContentPreparer, type JobsMessage } from '@sightline/capture';
+import { jobCount, type ContentPreparer, type JobsMessage, type PreparedRecords } from '@sightline/capture';
 import type { ContentJobAnswer, RecordJobsMessage } from './content-thread.js';
 
 interface Waiting {
@@ -85,9 +85,9 @@ export class ContentWorker implements ContentPreparer {
     return w;
   }
 
-  prepareJobs(jobs: JobsMessage, maxBytes: number, keepBase64: boolean): Promise<(Uint8Array | null)[]> {
+  prepareJobs(jobs: JobsMessage, maxBytes: number, keepBase64: boolean): Promise<PreparedRecords> {
     const n = jobCount(jobs);
-    const late = (e: unknown): (Uint8Array | null)[] => {
+    const late = (e: unknown): PreparedRecords => {
       if (!(e instanceof LateError)) throw e;
       // Every job null: the capture makes them all (capture.ts), as it does those the worker fails.
       this.late++;
@@ -96,21 +96,12 @@ export class ContentWorker implements ContentPreparer {
         this.#lateLogged = t;
         this.log(`content worker: no answer in ${this.answerTimeoutMs} ms (the core is busy); the serving thread makes such batches itself (${this.late} so far)`);
       }
-      return new Array<null>(n).fill(null);
+      return { buffer: new ArrayBuffer(0), spans: new Int32Array(n * 2).fill(-1) };
     };
     return this.#post((id): RecordJobsMessage => ({ id, jobs, maxBytes, keepBase64 })).then((a) => {
-      if (!('lengths' in a) || a.lengths.length !== n) throw new Error('content worker: unexpected answer');
-      // A job the worker could not make (null) is made by the capture itself.
-      const records: (Uint8Array | null)[] = [];
-      let at = 0;
-      for (const len of a.lengths) {
-        if (len < 0) records.push(null);
-        else {
-          records.push(new Uint8Array(a.buffer, at, len));
-          at += len;
-        }
-      }
-      return records;
+      if (!('spans' in a) || a.spans.length !== n * 2) throw new Error('content worker: unexpected answer');
+      // A job the worker could not make (length −1) is made by the capture itself.
+      return { buffer: a.buffer, spans: a.spans };
     }, late);
   }
 

@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MemoryBus } from '@sightline/bus';
-import { Capture, JobBatch, PagePool, RequestRecord, jobCount, keepContent, keepResponseChunk, toWire, type ContentPreparer } from '@sightline/capture';
+import { BATCH_HEAD_ROOM, Capture, JobBatch, PagePool, RequestRecord, jobCount, preparedViews, keepContent, keepResponseChunk, toWire, type ContentPreparer } from '@sightline/capture';
 import type { CaptureBatchV2 } from '@sightline/core';
 import { redactSecrets } from '@sightline/redact';
 import { ContentWorker } from '../src/content-worker.js';
@@ -32,7 +32,7 @@ test('the worker makes exactly the records the serving thread would', async () =
       batch.add(r, true, 256 * 1024);
       here.push(JSON.stringify(toWire(r, { maxBytes: 256 * 1024, keepBase64: false, redactSecrets })));
     }
-    const there = await w.prepareJobs(batch.message(), 256 * 1024, false);
+    const there = preparedViews(await w.prepareJobs(batch.message(), 256 * 1024, false));
     assert.equal(there.length, 3);
     assert.deepEqual(there.map((b) => Buffer.from(b!).toString('utf8')), here);
     assert.ok(here.every((j) => !j.includes(LEAKED)));
@@ -102,6 +102,13 @@ test('the records of a batch go to the worker in one message; their usage is rea
     assert.equal(messages, 0);
     assert.equal(await capture.close(5000), 0);
     assert.deepEqual([messages, jobs], [1, 5]);
+    // The batch was written around the worker's answer where it lay: its header in the room the
+    // worker left before the first record, no copy.
+    const [raw] = await bus.fetch(10, 10);
+    const head = Buffer.from(raw!.data).toString('utf8').split('"records":[')[0]!.length + '"records":['.length;
+    assert.equal(raw!.data.byteOffset, BATCH_HEAD_ROOM - head);
+    assert.equal(raw!.data.buffer.byteLength, raw!.data.byteOffset + raw!.data.length);
+    raw!.nak();
     const batches = await published(bus, 5);
     const recs = batches.flatMap((b) => b.records);
     assert.deepEqual(recs.map((r) => [r.seq, r.responseModel, r.inputTokens, r.outputTokens, r.usageFound]), [0, 1, 2, 3, 4].map((i) => [100 + i, 'claude-x', 10 + i, 20 + i, true]));

@@ -22,7 +22,7 @@ import type { CaptureConfig } from '@sightline/config';
 import type { RequestRecord } from './record.js';
 import { batchHead, toWire } from './wire.js';
 import { type ContentOptions, type ContentPreparer } from './content.js';
-import { JobBatch, PagePool, jobsOf, prepareJob, recordJson } from './job.js';
+import { BATCH_HEAD_ROOM, RECORD_GAP_BYTES, JobBatch, PagePool, jobsOf, preparedViews, prepareJob, recordJson } from './job.js';
 import { Spool, type SpoolEntry } from './spool.js';
 import type { CaptureSink, CaptureStats } from './sink.js';
 
@@ -99,6 +99,8 @@ export class Capture implements CaptureSink {
   #pending: Uint8Array[] = [];
   /** Their bytes, with one separator each. */
   #pendingBytes = 0;
+  /** Buffers of the preparer's answers whose free start may still take a batch header (#inPlace). */
+  readonly #roomy = new WeakSet<ArrayBufferLike>();
   readonly #maxBytes: number;
   readonly #outbox: OutBatch[] = [];
   #outboxRequests = 0;
@@ -248,7 +250,17 @@ export class Capture implements CaptureSink {
       this.#buildBatches();
       this.#pump();
     };
-    this.#preparer!.prepareJobs(message, content.maxBytes, content.keepBase64).then(done, (e: unknown) => {
+    this.#preparer!.prepareJobs(message, content.maxBytes, content.keepBase64).then((p) => {
+      let records: (Uint8Array | null)[];
+      try {
+        records = preparedViews(p);
+        this.#roomy.add(p.buffer);
+      } catch (e) {
+        this.#onError(e);
+        records = [];
+      }
+      done(records);
+    }, (e: unknown) => {
       // The worker could not: prepare them here rather than lose them.
       this.#onError(e);
       done([]);
@@ -291,20 +303,50 @@ export class Capture implements CaptureSink {
     const seq = String(++this.#batchSeq);
     // The header carries requests_count first so counters can read it without parsing (requestsIn).
     const head = Buffer.from(`${batchHead(this.#instance, seq, n, unixNanoNow(), ORIGIN_UNIX_NANO)},"records":[`);
-    const parts: Uint8Array[] = [head];
-    let length = head.length + BATCH_END.length;
-    for (let i = from; i < to; i++) {
-      if (i > from) parts.push(COMMA);
-      parts.push(recs[i]!);
-      length += recs[i]!.length + (i > from ? 1 : 0);
+    let data = this.#inPlace(recs, from, to, head);
+    if (data === null) {
+      const parts: Uint8Array[] = [head];
+      let length = head.length + BATCH_END.length;
+      for (let i = from; i < to; i++) {
+        if (i > from) parts.push(COMMA);
+        parts.push(recs[i]!);
+        length += recs[i]!.length + (i > from ? 1 : 0);
+      }
+      parts.push(BATCH_END);
+      data = Buffer.concat(parts, length);
     }
-    parts.push(BATCH_END);
-    const out: OutBatch = { id: `${this.#instance}/${seq}`, data: Buffer.concat(parts, length), requests: n };
+    const out: OutBatch = { id: `${this.#instance}/${seq}`, data, requests: n };
     if (this.#spoolFirst()) this.#toSpool(out);
     else {
       this.#outbox.push(out);
       this.#outboxRequests += out.requests;
     }
+  }
+
+  /**
+   * The batch written around its records where they lie, without a copy, when they are
+   * consecutive records of one preparer answer starting with its first (recordsBytes, job.ts):
+   * the header goes into the free bytes before them, `]}` into the gap after the last (the
+   * gaps between them are `, `). Null otherwise: the batch is then copied together.
+   */
+  #inPlace(recs: readonly Uint8Array[], from: number, to: number, head: Uint8Array): Uint8Array | null {
+    const first = recs[from]!;
+    const buffer = first.buffer;
+    if (first.byteOffset !== BATCH_HEAD_ROOM || head.length > BATCH_HEAD_ROOM || !this.#roomy.has(buffer)) return null;
+    let end = first.byteOffset + first.length;
+    for (let i = from + 1; i < to; i++) {
+      const r = recs[i]!;
+      if (r.buffer !== buffer || r.byteOffset !== end + RECORD_GAP_BYTES) return null;
+      end = r.byteOffset + r.length;
+    }
+    if (end + BATCH_END.length > buffer.byteLength) return null;
+    // Its room is taken: no other batch may write there.
+    this.#roomy.delete(buffer);
+    const bytes = new Uint8Array(buffer);
+    const start = BATCH_HEAD_ROOM - head.length;
+    bytes.set(head, start);
+    bytes.set(BATCH_END, end);
+    return new Uint8Array(buffer, start, end + BATCH_END.length - start);
   }
 
   /** Writes a batch to the spool; if the spool is full, it waits in memory, or is dropped when memory is full too. */

@@ -225,17 +225,26 @@ export interface JobsMessage {
 }
 
 /**
+ * A batch's records made whole, as `recordsBytes` (job.ts) lays them out: one buffer that is
+ * the capture's from then on (it writes a batch header into its free start), and per record
+ * its offset and length in it (length −1: not made; the capture makes that one itself).
+ */
+export interface PreparedRecords {
+  buffer: ArrayBuffer;
+  spans: Int32Array;
+}
+
+/**
  * Makes records whole off the serving thread (a worker thread in the gateway, issue 15).
  * Rejects when it cannot: the capture then makes them in this thread.
  */
 export interface ContentPreparer {
   /**
-   * The records of a batch made whole in one message (job.ts): for each record, its JSON as
-   * UTF-8 bytes (views of one buffer the worker hands over), or null where the worker failed
-   * that job. One hand-off per batch instead of one per request, and the serving thread only
-   * joins bytes: it neither encodes nor measures strings.
+   * The records of a batch made whole in one message (job.ts): their JSON as UTF-8 bytes in
+   * one buffer the worker hands over. One hand-off per batch instead of one per request, and
+   * the serving thread neither encodes nor measures strings: it publishes the bytes.
    */
-  prepareJobs(jobs: JobsMessage, maxBytes: number, keepBase64: boolean): Promise<(Uint8Array | null)[]>;
+  prepareJobs(jobs: JobsMessage, maxBytes: number, keepBase64: boolean): Promise<PreparedRecords>;
   /** Jobs sent and not answered yet. */
   readonly pending: number;
   close(): Promise<void>;

@@ -7,7 +7,7 @@
  * of a batch in one flat message (JobBatch).
  */
 import type { RequestRecord } from './record.js';
-import { contentFrom, type ContentInput, type JobsMessage, type PreparedTail, type RecordJob, type SecretRedactor } from './content.js';
+import { contentFrom, type ContentInput, type JobsMessage, type PreparedRecords, type PreparedTail, type RecordJob, type SecretRedactor } from './content.js';
 import { usageMembers, usageOfKept, wireHead } from './wire.js';
 
 /** Under NATS's default max_payload with room for the rest of the record (capture.ts MAX_RECORD_BYTES). */
@@ -218,31 +218,55 @@ export function recordJson(head: string, tail: PreparedTail): string {
 }
 
 /**
- * Records made whole from their heads and jobs, each as UTF-8 bytes: views of one buffer, so
- * a worker thread hands them over by moving that buffer (`buffer` for its transfer list). A
- * job that cannot be prepared is null.
+ * Bytes left free before a batch's first record in `recordsBytes`'s buffer: room for the batch
+ * header (wire.ts batchHead, ~200 bytes with its instance name), so that a batch of those
+ * records is written there and published without a copy (capture.ts).
  */
-export function recordsBytes(heads: readonly string[], jobs: readonly RecordJob[], maxBytes: number, keepBase64: boolean, redactSecrets: SecretRedactor): { records: (Uint8Array | null)[]; buffer: ArrayBuffer } {
+export const BATCH_HEAD_ROOM = 512;
+/** After each record: `, ` between records, or room for the `]}` that ends a batch. */
+const RECORD_GAP = Buffer.from(', ');
+export const RECORD_GAP_BYTES = RECORD_GAP.length;
+
+/**
+ * Records made whole from their heads and jobs, each as UTF-8 bytes in one buffer that moves to
+ * the serving thread (its transfer list): BATCH_HEAD_ROOM free bytes, then each record followed
+ * by `, `. `spans` holds each record's offset and length; a job that cannot be made has
+ * length −1 (and no bytes).
+ */
+export function recordsBytes(heads: readonly string[], jobs: readonly RecordJob[], maxBytes: number, keepBase64: boolean, redactSecrets: SecretRedactor): PreparedRecords {
   const json: (string | null)[] = [];
-  let total = 0;
+  let total = BATCH_HEAD_ROOM;
   for (let i = 0; i < jobs.length; i++) {
     try {
       const j = recordJson(heads[i]!, prepareJob(jobs[i]!, maxBytes, keepBase64, redactSecrets));
       json.push(j);
-      total += Buffer.byteLength(j);
+      total += Buffer.byteLength(j) + RECORD_GAP.length;
     } catch {
       json.push(null);
     }
   }
   const buffer = new ArrayBuffer(total);
   const out = Buffer.from(buffer);
-  let at = 0;
-  const records = json.map((j) => {
-    if (j === null) return null;
+  const spans = new Int32Array(jobs.length * 2);
+  let at = BATCH_HEAD_ROOM;
+  for (let i = 0; i < json.length; i++) {
+    const j = json[i]!;
+    spans[2 * i] = at;
+    if (j === null) {
+      spans[2 * i + 1] = -1;
+      continue;
+    }
     const n = out.write(j, at);
-    const view = new Uint8Array(buffer, at, n);
+    spans[2 * i + 1] = n;
     at += n;
-    return view;
-  });
-  return { records, buffer };
+    at += RECORD_GAP.copy(out, at);
+  }
+  return { buffer, spans };
+}
+
+/** The records of a PreparedRecords as views of its buffer; null where a job was not made. */
+export function preparedViews(p: PreparedRecords): (Uint8Array | null)[] {
+  const out: (Uint8Array | null)[] = [];
+  for (let i = 0; i + 1 < p.spans.length; i += 2) out.push(p.spans[i + 1]! < 0 ? null : new Uint8Array(p.buffer, p.spans[i]!, p.spans[i + 1]!));
+  return out;
 }

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { JobBatch, PagePool, RequestRecord, contentOf, jobCount, jobsOf, keepContent, keepResponseChunk, placeholderBase64, prepareJob, recordJson, recordsBytes, toWire, NO_USAGE, type ContentOptions } from '@sightline/capture';
+import { BATCH_HEAD_ROOM, JobBatch, PagePool, RequestRecord, preparedViews, contentOf, jobCount, jobsOf, keepContent, keepResponseChunk, placeholderBase64, prepareJob, recordJson, recordsBytes, toWire, NO_USAGE, type ContentOptions } from '@sightline/capture';
 import { servedRecord } from '../../../test/support/records.js';
 
 const noRedact: ContentOptions['redactSecrets'] = (text) => ({ text, counts: {} });
@@ -130,7 +130,7 @@ test('records made from a flat batch of jobs (issue 15) are exactly the records 
   assert.deepEqual(jobsOf(empty.message()), { heads: [], jobs: [] });
 });
 
-test('a batch of records made whole as bytes (the worker thread\'s answer): each is the UTF-8 of its toWire JSON, views of one buffer; a job that fails is null and the others are intact', () => {
+test('a batch of records made whole as bytes (the worker thread\'s answer): each is the UTF-8 of its toWire JSON in one buffer, with room for a batch header before them and `, ` after each; a job that fails is null and the others are intact', () => {
   const o: ContentOptions = { maxBytes: 256 * 1024, keepBase64: false, redactSecrets: (text) => ({ text, counts: {} }) };
   const batch = new JobBatch(new PagePool());
   const expected: (string | null)[] = [];
@@ -147,14 +147,19 @@ test('a batch of records made whole as bytes (the worker thread\'s answer): each
   // The middle job cannot be prepared (its content input is not one).
   (jobs[1] as { content: unknown }).content = { requestBody: 42 };
   expected[1] = null;
-  const { records, buffer } = recordsBytes(heads, jobs, o.maxBytes, false, o.redactSecrets);
+  const prepared = recordsBytes(heads, jobs, o.maxBytes, false, o.redactSecrets);
+  const { buffer } = prepared;
+  const records = preparedViews(prepared);
   assert.equal(records.length, 3);
   assert.equal(records[1], null);
+  assert.equal(records[0]!.byteOffset, BATCH_HEAD_ROOM);
+  assert.equal(records[2]!.byteOffset, BATCH_HEAD_ROOM + records[0]!.length + 2);
+  assert.equal(Buffer.from(buffer, BATCH_HEAD_ROOM + records[0]!.length, 2).toString(), ', ');
   for (const i of [0, 2]) {
     const rec = records[i]!;
     assert.equal(rec.buffer, buffer);
     assert.equal(Buffer.from(rec).toString('utf8'), expected[i]);
     assert.equal(rec.length, Buffer.byteLength(expected[i]!));
   }
-  assert.equal(buffer.byteLength, records[0]!.length + records[2]!.length);
+  assert.equal(buffer.byteLength, BATCH_HEAD_ROOM + records[0]!.length + records[2]!.length + 4);
 });
