@@ -2,7 +2,7 @@
 // started by loop-rig.sh. ROUNDS, N, SCEN (json,anth1,anth8,oai8,oai1) from the environment.
 // Interleaved load: for each round, for each target (direct mock, gateway on, gateway off),
 // run one block of each scenario. Prints medians over per-block p50/p99 and pooled percentiles.
-import { Client } from 'undici';
+import { Pool } from 'undici';
 import { readFileSync } from 'node:fs';
 const ports = Object.fromEntries(readFileSync(`${process.env.LOOP_DIR ?? '/tmp/loop/run'}/ports`, 'utf8').trim().split(' ').map((kv) => kv.split('=')));
 const ROUNDS = Number(process.env.ROUNDS ?? 6);
@@ -16,11 +16,14 @@ const S = {
   anth1: { path: '/v1/messages', headers: ANH, body: pad('{"model":"claude-haiku-4-5","max_tokens":256,"stream":true,"messages":[{"role":"user","content":"', '"}]}', 1024), conc: 1, marker: 'text_delta' },
   anth8: { path: '/v1/messages', headers: ANH, body: pad('{"model":"claude-haiku-4-5","max_tokens":256,"stream":true,"messages":[{"role":"user","content":"', '"}]}', 1024), conc: 8, marker: 'text_delta' },
   oai8: { path: '/v1/chat/completions', headers: OAH, body: pad('{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"', '"}]}', 1024), conc: 8, marker: '"content":"h' },
+  oai16: { path: '/v1/chat/completions', headers: OAH, body: pad('{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"', '"}]}', 1024), conc: 16, marker: '"content":"h' },
+  anth16: { path: '/v1/messages', headers: ANH, body: pad('{"model":"claude-haiku-4-5","max_tokens":256,"stream":true,"messages":[{"role":"user","content":"', '"}]}', 1024), conc: 16, marker: 'text_delta' },
   oai1: { path: '/v1/chat/completions', headers: OAH, body: pad('{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"', '"}]}', 1024), conc: 1, marker: '"content":"h' },
 };
 const targets = ports.BEFORE ? { direct: Number(ports.MOCK), before: Number(ports.BEFORE), after: Number(ports.AFTER), off: Number(ports.OFF) } : { direct: Number(ports.MOCK), on: Number(ports.ON), off: Number(ports.OFF) };
+if (ports.PROXY) targets.proxy = Number(ports.PROXY);
 const clients = {};
-for (const [k, p] of Object.entries(targets)) clients[k] = new Client(`http://127.0.0.1:${p}`, { connections: 8, pipelining: 1 });
+for (const [k, p] of Object.entries(targets)) clients[k] = new Pool(`http://127.0.0.1:${p}`, { connections: 16, pipelining: 1 });
 function one(client, s) {
   return new Promise((resolve, reject) => {
     const t0 = process.hrtime.bigint();
@@ -62,4 +65,4 @@ for (const sk of SCEN) {
 }
 if (process.env.OUT) (await import('node:fs')).writeFileSync(process.env.OUT, JSON.stringify(out, null, 1));
 for (const c of Object.values(clients)) await c.close();
-for (const [tk, p] of Object.entries(targets)) { if (tk === 'direct') continue; const t = await (await fetch(`http://127.0.0.1:${p}/metrics`)).text(); console.log(tk, t.split('\n').filter((l) => /event_loop/.test(l) && !l.startsWith('#')).join(' | ')); }
+for (const [tk, p] of Object.entries(targets)) { if (tk === 'direct' || tk === 'proxy') continue; const t = await (await fetch(`http://127.0.0.1:${p}/metrics`)).text(); console.log(tk, t.split('\n').filter((l) => /event_loop/.test(l) && !l.startsWith('#')).join(' | ')); }

@@ -1,19 +1,25 @@
 #!/bin/bash
 # Issue 15 rig: nats-server, the mock (SSE knobs of the bench), a gateway from BEFORE_TREE (capture on),
 # this tree's gateway (capture on) and (capture off), on free loopback ports listed in $LOOP_DIR/ports.
-# GWFLAGS_B / GWFLAGS_A add node flags (e.g. --cpu-prof). loop-stop.sh stops them by pid.
+# GWFLAGS_B / GWFLAGS_A / GWFLAGS_OFF / GWFLAGS_PROXY add node flags (e.g. --cpu-prof). BEFORE_TREE=none: no "before"
+# gateway. A bare Node hop (bench/src/peers/node-proxy.ts, or PROXY_SRC under bench/src/peers) is started too.
+# loop-stop.sh stops them by pid.
 set -e
 D=${LOOP_DIR:-/tmp/loop/run}; rm -rf $D; mkdir -p $D/js $D/spool-b $D/spool-a $D/spool-off
 free() { node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
-NP=$(free); MP=$(free); PB=$(free); PA=$(free); POFF=$(free)
+NP=$(free); MP=$(free); PB=$(free); PA=$(free); POFF=$(free); PP=$(free)
 nats-server -a 127.0.0.1 -p $NP -js -sd $D/js > $D/nats.log 2>&1 & echo $! > $D/nats.pid
 cd "$(dirname "$0")/../../.."
 node --import tsx bench/mock/main.ts --port $MP --ttft-ms 5 --gap-ms 2 --chunks 20 --response-bytes 400 > $D/mock.log 2>&1 & echo $! > $D/mock.pid
 sleep 2
 export OPENAI_BASE_URL=http://127.0.0.1:$MP/v1 ANTHROPIC_BASE_URL=http://127.0.0.1:$MP NATS_URL=nats://127.0.0.1:$NP SIGHTLINE_MODELS_REFRESH_MS=0
-(cd "${BEFORE_TREE:?a checkout of the code to compare with}" && GATEWAY_PORT=$PB SIGHTLINE_SPOOL_DIR=$D/spool-b exec node $GWFLAGS_B --import tsx apps/gateway/src/main.ts > $D/gw-b.log 2>&1) & echo $! > $D/gw-b.pid
+if [ "${BEFORE_TREE:?a checkout of the code to compare with, or none}" != none ]; then
+  (cd "$BEFORE_TREE" && GATEWAY_PORT=$PB SIGHTLINE_SPOOL_DIR=$D/spool-b exec node $GWFLAGS_B --import tsx apps/gateway/src/main.ts > $D/gw-b.log 2>&1) & echo $! > $D/gw-b.pid
+else PB=$PA; fi
+node $GWFLAGS_PROXY --import tsx bench/src/peers/${PROXY_SRC:-node-proxy.ts} --port $PP --upstream http://127.0.0.1:$MP > $D/proxy.log 2>&1 & echo $! > $D/proxy.pid
 GATEWAY_PORT=$PA SIGHTLINE_SPOOL_DIR=$D/spool-a node $GWFLAGS_A --import tsx apps/gateway/src/main.ts > $D/gw-a.log 2>&1 & echo $! > $D/gw-a.pid
-GATEWAY_PORT=$POFF SIGHTLINE_SPOOL_DIR=$D/spool-off SIGHTLINE_BENCH_CAPTURE_OFF=1 node --import tsx apps/gateway/src/main.ts > $D/gw-off.log 2>&1 & echo $! > $D/gw-off.pid
-echo "MOCK=$MP BEFORE=$PB AFTER=$PA OFF=$POFF NATS=$NP" > $D/ports
-for i in $(seq 1 60); do curl -s -o /dev/null http://127.0.0.1:$PB/healthz && curl -s -o /dev/null http://127.0.0.1:$PA/healthz && curl -s -o /dev/null http://127.0.0.1:$POFF/healthz && break; sleep 0.5; done
+GATEWAY_PORT=$POFF SIGHTLINE_SPOOL_DIR=$D/spool-off SIGHTLINE_BENCH_CAPTURE_OFF=1 node $GWFLAGS_OFF --import tsx apps/gateway/src/main.ts > $D/gw-off.log 2>&1 & echo $! > $D/gw-off.pid
+if [ "$BEFORE_TREE" != none ]; then echo "MOCK=$MP BEFORE=$PB AFTER=$PA OFF=$POFF PROXY=$PP NATS=$NP" > $D/ports
+else echo "MOCK=$MP ON=$PA OFF=$POFF PROXY=$PP NATS=$NP" > $D/ports; fi
+for i in $(seq 1 60); do curl -s -o /dev/null http://127.0.0.1:$PB/healthz && curl -s -o /dev/null http://127.0.0.1:$PA/healthz && curl -s -o /dev/null http://127.0.0.1:$POFF/healthz && grep -q listening $D/proxy.log && break; sleep 0.5; done
 cat $D/ports

@@ -1,4 +1,4 @@
 #!/bin/bash
 D=${LOOP_DIR:-/tmp/loop/run}
-for p in gw-b gw-a gw-off mock nats; do [ -f $D/$p.pid ] && kill -TERM $(cat $D/$p.pid) 2>/dev/null; done
-for i in $(seq 1 40); do a=0; for p in gw-b gw-a gw-off mock nats; do kill -0 $(cat $D/$p.pid) 2>/dev/null && a=1; done; [ $a = 0 ] && break; sleep 0.5; done; true
+for p in gw-b gw-a gw-off proxy mock nats; do [ -f $D/$p.pid ] && kill -TERM $(cat $D/$p.pid) 2>/dev/null; done
+for i in $(seq 1 40); do a=0; for p in gw-b gw-a gw-off proxy mock nats; do kill -0 $(cat $D/$p.pid) 2>/dev/null && a=1; done; [ $a = 0 ] && break; sleep 0.5; done; true
