@@ -24,8 +24,9 @@ export interface RecordJobsMessage {
 export type ContentJobAnswer = ({ id: number } & PreparedRecords) | { id: number; error: string };
 
 /**
- * This thread runs at the lowest priority (nice 19; on Linux a thread's own, pid 0 being the
- * calling thread): it gets the CPU the serving thread leaves. At its default priority, on a
+ * On Linux this thread runs at the lowest priority (nice 19: there a thread's own, pid 0 being
+ * the calling thread; elsewhere it would be the whole process's, so it is left alone): it gets
+ * the CPU the serving thread leaves. At its default priority, on a
  * gateway pinned to one core (the bench's layout, or a one-CPU container), posting a batch woke
  * it and the kernel ran it at once: the serving thread lost the core for the worker's whole
  * batch, p50 1.4–1.5 ms per flush measured around postMessage, against 44–78 µs at nice 19
@@ -33,7 +34,7 @@ export type ContentJobAnswer = ({ id: number } & PreparedRecords) | { id: number
  * one core it gets ~1.5 % of it: records then wait for it, bounded by the capture queue.
  */
 try {
-  setPriority(19);
+  if (process.platform === 'linux') setPriority(19);
 } catch {
   // Not permitted here: the thread keeps the process's priority.
 }

@@ -204,3 +204,22 @@ test('a batch the worker does not answer in time is made in the serving thread, 
     await w.close();
   }
 });
+
+test('the worker thread runs at nice 19 and the serving thread keeps its priority (Linux)', { skip: process.platform !== 'linux' }, async () => {
+  const { readdirSync, readFileSync } = await import('node:fs');
+  // /proc/<pid>/task/<tid>/stat: the nice value is the 19th field, counted after the command's ')'.
+  const nice = (tid: string): number => Number(readFileSync(`/proc/self/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ')[16]);
+  const serving = nice(String(process.pid));
+  const w = new ContentWorker();
+  try {
+    const batch = new JobBatch(new PagePool());
+    batch.add(record(1), true, 256 * 1024);
+    // An answer means the thread has run its module, priority included.
+    assert.equal(preparedViews(await w.prepareJobs(batch.message(), 256 * 1024, false)).length, 1);
+    const tids = readdirSync('/proc/self/task');
+    assert.equal(nice(String(process.pid)), serving);
+    assert.ok(tids.some((t) => nice(t) === 19), `a thread at nice 19 among ${tids.map((t) => `${t}:${nice(t)}`).join(' ')}`);
+  } finally {
+    await w.close();
+  }
+});
