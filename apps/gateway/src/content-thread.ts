@@ -6,7 +6,7 @@
  */
 import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
-import { jobsOf, recordsBytes, type JobsMessage, type PreparedRecords } from '@sightline/capture';
+import { jobsOf, recordsBytes, type BatchCut, type JobsMessage, type PreparedRecords } from '@sightline/capture';
 import { redactSecrets } from '@sightline/redact';
 
 /** A batch's records (ContentWorker.prepareJobs). */
@@ -15,6 +15,7 @@ export interface RecordJobsMessage {
   jobs: JobsMessage;
   maxBytes: number;
   keepBase64: boolean;
+  cut: BatchCut;
 }
 
 /**
@@ -43,8 +44,8 @@ parentPort?.on('message', (m: RecordJobsMessage) => {
   try {
     // Each job alone (one that fails answers −1: the serving thread then makes it itself).
     const { heads, jobs } = jobsOf(m.jobs);
-    const { buffer, spans } = recordsBytes(heads, jobs, m.maxBytes, m.keepBase64, redactSecrets);
-    parentPort!.postMessage({ id: m.id, buffer, spans } satisfies ContentJobAnswer, [buffer]);
+    const { buffer, spans, starts } = recordsBytes(heads, jobs, m.maxBytes, m.keepBase64, redactSecrets, m.cut);
+    parentPort!.postMessage({ id: m.id, buffer, spans, starts } satisfies ContentJobAnswer, [buffer]);
   } catch (e) {
     parentPort!.postMessage({ id: m.id, error: e instanceof Error ? e.message : String(e) } satisfies ContentJobAnswer);
   }

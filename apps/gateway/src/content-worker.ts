@@ -7,7 +7,7 @@
  * them itself (capture.ts); a new worker is started for later jobs.
  */
 import { Worker } from 'node:worker_threads';
-import { jobCount, type ContentPreparer, type JobsMessage, type PreparedRecords } from '@sightline/capture';
+import { jobCount, type BatchCut, type ContentPreparer, type JobsMessage, type PreparedRecords } from '@sightline/capture';
 import type { ContentJobAnswer, RecordJobsMessage } from './content-thread.js';
 
 interface Waiting {
@@ -85,7 +85,7 @@ export class ContentWorker implements ContentPreparer {
     return w;
   }
 
-  prepareJobs(jobs: JobsMessage, maxBytes: number, keepBase64: boolean): Promise<PreparedRecords> {
+  prepareJobs(jobs: JobsMessage, maxBytes: number, keepBase64: boolean, cut: BatchCut): Promise<PreparedRecords> {
     const n = jobCount(jobs);
     const late = (e: unknown): PreparedRecords => {
       if (!(e instanceof LateError)) throw e;
@@ -96,12 +96,12 @@ export class ContentWorker implements ContentPreparer {
         this.#lateLogged = t;
         this.log(`content worker: no answer in ${this.answerTimeoutMs} ms (the core is busy); the serving thread makes such batches itself (${this.late} so far)`);
       }
-      return { buffer: new ArrayBuffer(0), spans: new Int32Array(n * 2).fill(-1) };
+      return { buffer: new ArrayBuffer(0), spans: new Int32Array(n * 2).fill(-1), starts: new Int32Array(0) };
     };
-    return this.#post((id): RecordJobsMessage => ({ id, jobs, maxBytes, keepBase64 })).then((a) => {
+    return this.#post((id): RecordJobsMessage => ({ id, jobs, maxBytes, keepBase64, cut })).then((a) => {
       if (!('spans' in a) || a.spans.length !== n * 2) throw new Error('content worker: unexpected answer');
       // A job the worker could not make (length −1) is made by the capture itself.
-      return { buffer: a.buffer, spans: a.spans };
+      return { buffer: a.buffer, spans: a.spans, starts: a.starts };
     }, late);
   }
 

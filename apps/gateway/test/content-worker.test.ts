@@ -12,6 +12,7 @@ import { ContentWorker } from '../src/content-worker.js';
 import { captureConfig, servedRecord } from '../../../test/support/records.js';
 import { waitFor } from '../../../test/support/servers.js';
 
+const CUT = { maxBytes: 512 * 1024, maxRequests: 256 };
 const LEAKED = 'sk-proj-' + 'Zx8kQ2vLm9TpR4wYb7NcJ1hG5sDf3aUe0iOq6'.repeat(2);
 
 function record(kb: number): RequestRecord {
@@ -32,7 +33,7 @@ test('the worker makes exactly the records the serving thread would', async () =
       batch.add(r, true, 256 * 1024);
       here.push(JSON.stringify(toWire(r, { maxBytes: 256 * 1024, keepBase64: false, redactSecrets })));
     }
-    const there = preparedViews(await w.prepareJobs(batch.message(), 256 * 1024, false));
+    const there = preparedViews(await w.prepareJobs(batch.message(), 256 * 1024, false, CUT));
     assert.equal(there.length, 3);
     assert.deepEqual(there.map((b) => Buffer.from(b!).toString('utf8')), here);
     assert.ok(here.every((j) => !j.includes(LEAKED)));
@@ -84,10 +85,10 @@ test('the records of a batch go to the worker in one message; their usage is rea
   let messages = 0;
   let jobs = 0;
   const counting: ContentPreparer = {
-    prepareJobs: (js, m, k) => {
+    prepareJobs: (js, m, k, c) => {
       messages++;
       jobs += jobCount(js);
-      return w.prepareJobs(js, m, k);
+      return w.prepareJobs(js, m, k, c);
     },
     get pending() {
       return w.pending;
@@ -155,8 +156,8 @@ test('records whose worker dies after it was handed them are prepared in the ser
   const w = new ContentWorker();
   let posted = 0;
   const dying: ContentPreparer = {
-    prepareJobs: (js, m, k) => {
-      const answer = w.prepareJobs(js, m, k);
+    prepareJobs: (js, m, k, c) => {
+      const answer = w.prepareJobs(js, m, k, c);
       posted += jobCount(js);
       void w.close();
       return answer;
@@ -215,10 +216,32 @@ test('the worker thread runs at nice 19 and the serving thread keeps its priorit
     const batch = new JobBatch(new PagePool());
     batch.add(record(1), true, 256 * 1024);
     // An answer means the thread has run its module, priority included.
-    assert.equal(preparedViews(await w.prepareJobs(batch.message(), 256 * 1024, false)).length, 1);
+    assert.equal(preparedViews(await w.prepareJobs(batch.message(), 256 * 1024, false, CUT)).length, 1);
     const tids = readdirSync('/proc/self/task');
     assert.equal(nice(String(process.pid)), serving);
     assert.ok(tids.some((t) => nice(t) === 19), `a thread at nice 19 among ${tids.map((t) => `${t}:${nice(t)}`).join(' ')}`);
+  } finally {
+    await w.close();
+  }
+});
+
+test('an answer larger than a batch is published as several batches, each where its records lie', async () => {
+  const w = new ContentWorker();
+  const bus = new MemoryBus();
+  // About 2.3 KiB a record: 16 records make batches of at most 3 requests and 6 KiB.
+  const capture = new Capture({ instance: 'gw-cuts', config: captureConfig({ flushIntervalMs: 60_000, batchMaxRequests: 3, batchMaxBytes: 6000 }), publisher: bus, content: { maxBytes: 256 * 1024, keepBase64: false, redactSecrets }, contentPreparer: w });
+  try {
+    for (let i = 0; i < 16; i++) capture.record(streamed(i));
+    assert.equal(await capture.close(5000), 0);
+    const msgs = await bus.fetch(100, 10);
+    assert.ok(msgs.length >= 6, `${msgs.length} batches`);
+    // One worker answer, cut into batches where the capture cuts: every batch is a view of it.
+    const buffers = new Set(msgs.map((m) => m.data.buffer));
+    assert.equal(buffers.size, 1);
+    assert.ok(msgs.every((m) => m.data.length < m.data.buffer.byteLength));
+    const recs = msgs.flatMap((m) => (JSON.parse(Buffer.from(m.data).toString('utf8')) as CaptureBatchV2).records);
+    assert.deepEqual(recs.map((r) => [r.seq, r.outputTokens]), [...Array(16).keys()].map((i) => [100 + i, 20 + i]));
+    assert.ok(msgs.every((m) => (JSON.parse(Buffer.from(m.data).toString('utf8')) as CaptureBatchV2).records.length <= 3));
   } finally {
     await w.close();
   }

@@ -22,7 +22,7 @@ import type { CaptureConfig } from '@sightline/config';
 import type { RequestRecord } from './record.js';
 import { batchHead, toWire } from './wire.js';
 import { type ContentOptions, type ContentPreparer } from './content.js';
-import { BATCH_HEAD_ROOM, RECORD_GAP_BYTES, JobBatch, PagePool, jobsOf, preparedViews, prepareJob, recordJson } from './job.js';
+import { BATCH_HEAD_ROOM, RECORD_GAP_BYTES, BatchCutter, JobBatch, PagePool, jobsOf, preparedViews, prepareJob, recordJson } from './job.js';
 import { Spool, type SpoolEntry } from './spool.js';
 import type { CaptureSink, CaptureStats } from './sink.js';
 
@@ -99,8 +99,8 @@ export class Capture implements CaptureSink {
   #pending: Uint8Array[] = [];
   /** Their bytes, with one separator each. */
   #pendingBytes = 0;
-  /** Buffers of the preparer's answers whose free start may still take a batch header (#inPlace). */
-  readonly #roomy = new WeakSet<ArrayBufferLike>();
+  /** Buffers of the preparer's answers: the offsets of records with free room before them for a batch header (#inPlace). */
+  readonly #roomy = new WeakMap<ArrayBufferLike, Set<number>>();
   readonly #maxBytes: number;
   readonly #outbox: OutBatch[] = [];
   #outboxRequests = 0;
@@ -250,11 +250,11 @@ export class Capture implements CaptureSink {
       this.#buildBatches();
       this.#pump();
     };
-    this.#preparer!.prepareJobs(message, content.maxBytes, content.keepBase64).then((p) => {
+    this.#preparer!.prepareJobs(message, content.maxBytes, content.keepBase64, { maxBytes: this.#maxBytes, maxRequests: this.#cfg.batchMaxRequests }).then((p) => {
       let records: (Uint8Array | null)[];
       try {
         records = preparedViews(p);
-        this.#roomy.add(p.buffer);
+        if (p.starts.length > 0) this.#roomy.set(p.buffer, new Set(p.starts));
       } catch (e) {
         this.#onError(e);
         records = [];
@@ -284,16 +284,14 @@ export class Capture implements CaptureSink {
     if (recs.length === 0) return;
     this.#pending = [];
     this.#pendingBytes = 0;
+    // The same rule as the content worker's layout (job.ts), so its room is where the cuts are.
+    const cutter = new BatchCutter(this.#maxBytes, this.#cfg.batchMaxRequests);
     let from = 0;
-    let bytes = 256;
     for (let i = 0; i < recs.length; i++) {
-      const size = recs[i]!.length + 1;
-      if (i > from && (bytes + size > this.#maxBytes || i - from >= this.#cfg.batchMaxRequests)) {
+      if (cutter.add(recs[i]!.length)) {
         this.#finishBatch(recs, from, i);
         from = i;
-        bytes = 256;
       }
-      bytes += size;
     }
     this.#finishBatch(recs, from, recs.length);
   }
@@ -325,14 +323,15 @@ export class Capture implements CaptureSink {
 
   /**
    * The batch written around its records where they lie, without a copy, when they are
-   * consecutive records of one preparer answer starting with its first (recordsBytes, job.ts):
-   * the header goes into the free bytes before them, `]}` into the gap after the last (the
-   * gaps between them are `, `). Null otherwise: the batch is then copied together.
+   * consecutive records of one preparer answer and the first has free room before it
+   * (recordsBytes, job.ts): the header goes into that room, `]}` into the gap after the last
+   * (the gaps between them are `, `). Null otherwise: the batch is then copied together.
    */
   #inPlace(recs: readonly Uint8Array[], from: number, to: number, head: Uint8Array): Uint8Array | null {
     const first = recs[from]!;
     const buffer = first.buffer;
-    if (first.byteOffset !== BATCH_HEAD_ROOM || head.length > BATCH_HEAD_ROOM || !this.#roomy.has(buffer)) return null;
+    const starts = this.#roomy.get(buffer);
+    if (starts === undefined || !starts.has(first.byteOffset) || head.length > BATCH_HEAD_ROOM) return null;
     let end = first.byteOffset + first.length;
     for (let i = from + 1; i < to; i++) {
       const r = recs[i]!;
@@ -341,9 +340,9 @@ export class Capture implements CaptureSink {
     }
     if (end + BATCH_END.length > buffer.byteLength) return null;
     // Its room is taken: no other batch may write there.
-    this.#roomy.delete(buffer);
+    starts.delete(first.byteOffset);
     const bytes = new Uint8Array(buffer);
-    const start = BATCH_HEAD_ROOM - head.length;
+    const start = first.byteOffset - head.length;
     bytes.set(head, start);
     bytes.set(BATCH_END, end);
     return new Uint8Array(buffer, start, end + BATCH_END.length - start);

@@ -226,12 +226,20 @@ export interface JobsMessage {
 
 /**
  * A batch's records made whole, as `recordsBytes` (job.ts) lays them out: one buffer that is
- * the capture's from then on (it writes a batch header into its free start), and per record
- * its offset and length in it (length −1: not made; the capture makes that one itself).
+ * the capture's from then on (it writes batch headers into its free room), per record its
+ * offset and length in it (length −1: not made; the capture makes that one itself), and the
+ * offsets of the records with free room before them.
  */
 export interface PreparedRecords {
   buffer: ArrayBuffer;
   spans: Int32Array;
+  starts: Int32Array;
+}
+
+/** The capture's batch bounds (`capture.batch_max_bytes`, `batch_max_requests`): where it will cut. */
+export interface BatchCut {
+  maxBytes: number;
+  maxRequests: number;
 }
 
 /**
@@ -244,7 +252,7 @@ export interface ContentPreparer {
    * one buffer the worker hands over. One hand-off per batch instead of one per request, and
    * the serving thread neither encodes nor measures strings: it publishes the bytes.
    */
-  prepareJobs(jobs: JobsMessage, maxBytes: number, keepBase64: boolean): Promise<PreparedRecords>;
+  prepareJobs(jobs: JobsMessage, maxBytes: number, keepBase64: boolean, cut: BatchCut): Promise<PreparedRecords>;
   /** Jobs sent and not answered yet. */
   readonly pending: number;
   close(): Promise<void>;

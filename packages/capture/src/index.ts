@@ -1,7 +1,7 @@
 export { RequestRecord, keepResponseChunk, RESPONSE_KEEP_BYTES } from './record.js';
 export { recordUsage, toWire, batchHead, usageMembers, usageOfKept, wireHead } from './wire.js';
-export { BATCH_HEAD_ROOM, JobBatch, PagePool, jobCount, jobsOf, prepareJob, preparedViews, recordJson, recordsBytes } from './job.js';
-export type { JobsMessage, PreparedRecords, RecordJob, PreparedTail, UsageInput } from './content.js';
+export { BATCH_HEAD_ROOM, BatchCutter, JobBatch, PagePool, jobCount, jobsOf, prepareJob, preparedViews, recordJson, recordsBytes } from './job.js';
+export type { BatchCut, JobsMessage, PreparedRecords, RecordJob, PreparedTail, UsageInput } from './content.js';
 export { extractUsage, hasTokenDelta, NO_USAGE } from './usage.js';
 export type { Usage } from './usage.js';
 export { Capture } from './capture.js';

@@ -7,7 +7,7 @@
  * of a batch in one flat message (JobBatch).
  */
 import type { RequestRecord } from './record.js';
-import { contentFrom, type ContentInput, type JobsMessage, type PreparedRecords, type PreparedTail, type RecordJob, type SecretRedactor } from './content.js';
+import { contentFrom, type BatchCut, type ContentInput, type JobsMessage, type PreparedRecords, type PreparedTail, type RecordJob, type SecretRedactor } from './content.js';
 import { usageMembers, usageOfKept, wireHead } from './wire.js';
 
 /** Under NATS's default max_payload with room for the rest of the record (capture.ts MAX_RECORD_BYTES). */
@@ -228,40 +228,80 @@ const RECORD_GAP = Buffer.from(', ');
 export const RECORD_GAP_BYTES = RECORD_GAP.length;
 
 /**
- * Records made whole from their heads and jobs, each as UTF-8 bytes in one buffer that moves to
- * the serving thread (its transfer list): BATCH_HEAD_ROOM free bytes, then each record followed
- * by `, `. `spans` holds each record's offset and length; a job that cannot be made has
- * length −1 (and no bytes).
+ * Where the capture cuts its queue into batches, record by record: a batch ends when it holds
+ * `maxRequests` records or when the next record would take it past `maxBytes` (counting 256
+ * bytes for the header and one separator per record). The capture and `recordsBytes` use the
+ * same rule, so a worker's answer has room for a header at every cut the capture will make.
  */
-export function recordsBytes(heads: readonly string[], jobs: readonly RecordJob[], maxBytes: number, keepBase64: boolean, redactSecrets: SecretRedactor): PreparedRecords {
-  const json: (string | null)[] = [];
-  let total = BATCH_HEAD_ROOM;
-  for (let i = 0; i < jobs.length; i++) {
-    try {
-      const j = recordJson(heads[i]!, prepareJob(jobs[i]!, maxBytes, keepBase64, redactSecrets));
-      json.push(j);
-      total += Buffer.byteLength(j) + RECORD_GAP.length;
-    } catch {
-      json.push(null);
+export class BatchCutter {
+  #bytes = 256;
+  #count = 0;
+  constructor(
+    readonly maxBytes: number,
+    readonly maxRequests: number,
+  ) {}
+
+  /** Adds a record of `length` bytes; true when it starts a new batch (never the first record). */
+  add(length: number): boolean {
+    const size = length + 1;
+    const cut = this.#count > 0 && (this.#bytes + size > this.maxBytes || this.#count >= this.maxRequests);
+    if (cut) {
+      this.#bytes = 256;
+      this.#count = 0;
     }
+    this.#bytes += size;
+    this.#count++;
+    return cut;
+  }
+}
+
+/**
+ * Records made whole from their heads and jobs, each as UTF-8 bytes in one buffer that moves to
+ * the serving thread (its transfer list). Each record is followed by `, `, and BATCH_HEAD_ROOM
+ * free bytes come before the first and before each record where `cut` starts a new batch.
+ * `spans` holds each record's offset and length (a job that cannot be made has length −1 and
+ * no bytes); `starts`, the offsets of the records with room before them.
+ */
+export function recordsBytes(heads: readonly string[], jobs: readonly RecordJob[], maxBytes: number, keepBase64: boolean, redactSecrets: SecretRedactor, cut: BatchCut): PreparedRecords {
+  const json: (string | null)[] = [];
+  const lengths: number[] = [];
+  const cutter = new BatchCutter(cut.maxBytes, cut.maxRequests);
+  const room: boolean[] = [];
+  let total = 0;
+  let first = true;
+  for (let i = 0; i < jobs.length; i++) {
+    let j: string | null = null;
+    try {
+      j = recordJson(heads[i]!, prepareJob(jobs[i]!, maxBytes, keepBase64, redactSecrets));
+    } catch {
+      // null: the capture makes this one itself
+    }
+    json.push(j);
+    const n = j === null ? -1 : Buffer.byteLength(j);
+    lengths.push(n);
+    const r = n >= 0 && (cutter.add(n) || first);
+    if (n >= 0) first = false;
+    room.push(r);
+    if (n >= 0) total += (r ? BATCH_HEAD_ROOM : 0) + n + RECORD_GAP.length;
   }
   const buffer = new ArrayBuffer(total);
   const out = Buffer.from(buffer);
   const spans = new Int32Array(jobs.length * 2);
-  let at = BATCH_HEAD_ROOM;
+  const starts: number[] = [];
+  let at = 0;
   for (let i = 0; i < json.length; i++) {
     const j = json[i]!;
-    spans[2 * i] = at;
-    if (j === null) {
-      spans[2 * i + 1] = -1;
-      continue;
+    if (room[i]) {
+      at += BATCH_HEAD_ROOM;
+      starts.push(at);
     }
-    const n = out.write(j, at);
-    spans[2 * i + 1] = n;
-    at += n;
+    spans[2 * i] = at;
+    spans[2 * i + 1] = lengths[i]!;
+    if (j === null) continue;
+    at += out.write(j, at);
     at += RECORD_GAP.copy(out, at);
   }
-  return { buffer, spans };
+  return { buffer, spans, starts: Int32Array.from(starts) };
 }
 
 /** The records of a PreparedRecords as views of its buffer; null where a job was not made. */

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BATCH_HEAD_ROOM, JobBatch, PagePool, RequestRecord, preparedViews, contentOf, jobCount, jobsOf, keepContent, keepResponseChunk, placeholderBase64, prepareJob, recordJson, recordsBytes, toWire, NO_USAGE, type ContentOptions } from '@sightline/capture';
+import { BATCH_HEAD_ROOM, BatchCutter, JobBatch, PagePool, RequestRecord, preparedViews, contentOf, jobCount, jobsOf, keepContent, keepResponseChunk, placeholderBase64, prepareJob, recordJson, recordsBytes, toWire, NO_USAGE, type ContentOptions } from '@sightline/capture';
 import { servedRecord } from '../../../test/support/records.js';
 
 const noRedact: ContentOptions['redactSecrets'] = (text) => ({ text, counts: {} });
@@ -147,7 +147,7 @@ test('a batch of records made whole as bytes (the worker thread\'s answer): each
   // The middle job cannot be prepared (its content input is not one).
   (jobs[1] as { content: unknown }).content = { requestBody: 42 };
   expected[1] = null;
-  const prepared = recordsBytes(heads, jobs, o.maxBytes, false, o.redactSecrets);
+  const prepared = recordsBytes(heads, jobs, o.maxBytes, false, o.redactSecrets, { maxBytes: 512 * 1024, maxRequests: 256 });
   const { buffer } = prepared;
   const records = preparedViews(prepared);
   assert.equal(records.length, 3);
@@ -162,4 +162,34 @@ test('a batch of records made whole as bytes (the worker thread\'s answer): each
     assert.equal(rec.length, Buffer.byteLength(expected[i]!));
   }
   assert.equal(buffer.byteLength, BATCH_HEAD_ROOM + records[0]!.length + records[2]!.length + 4);
+  assert.deepEqual([...prepared.starts], [BATCH_HEAD_ROOM]);
+});
+
+test('a worker answer has room for a batch header wherever the capture will cut: the same rule on both sides', () => {
+  const o: ContentOptions = { maxBytes: 256 * 1024, keepBase64: false, redactSecrets: (text) => ({ text, counts: {} }) };
+  const batch = new JobBatch(new PagePool());
+  for (let i = 0; i < 10; i++) {
+    const r = servedRecord({ seq: i });
+    r.contentPolicy = 'full';
+    r.requestBody = Buffer.from(JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'x'.repeat(100 * (i + 1)) }] }));
+    batch.add(r, true, o.maxBytes);
+  }
+  const { heads, jobs } = jobsOf(structuredClone(batch.message()));
+  // Small bounds, so that the ten records make several batches, by bytes and by count.
+  const cut = { maxBytes: 6000, maxRequests: 3 };
+  const prepared = recordsBytes(heads, jobs, o.maxBytes, false, o.redactSecrets, cut);
+  const records = preparedViews(prepared).map((r) => r!);
+  const cutter = new BatchCutter(cut.maxBytes, cut.maxRequests);
+  const expectedStarts = records.filter((r, i) => cutter.add(r.length) || i === 0).map((r) => r.byteOffset);
+  assert.ok(expectedStarts.length >= 4, `several batches: ${expectedStarts.length}`);
+  assert.deepEqual([...prepared.starts], expectedStarts);
+  const bytes = Buffer.from(prepared.buffer);
+  for (let i = 0; i < records.length; i++) {
+    const r = records[i]!;
+    const starts = prepared.starts.includes(r.byteOffset);
+    // Room before a batch's first record; `, ` right before every other.
+    if (!starts) assert.equal(bytes.toString('latin1', r.byteOffset - 2, r.byteOffset), ', ');
+    else assert.ok(r.byteOffset >= BATCH_HEAD_ROOM && (i === 0 || r.byteOffset - BATCH_HEAD_ROOM === records[i - 1]!.byteOffset + records[i - 1]!.length + 2));
+    assert.equal(bytes.toString('latin1', r.byteOffset + r.length, r.byteOffset + r.length + 2), ', ');
+  }
 });
