@@ -110,8 +110,10 @@ export async function ladder(ctx: RunContext): Promise<NonNullable<RunResults['l
         step.capture_expected = expected;
         passed = passed && step.captured === expected;
       }
+      // Short of the expected count: the gateway's own counters tell lost (dropped) from late (queued, spooled).
+      const counters = step.captured !== undefined && step.captured !== step.capture_expected ? ` (gateway capture counters: ${await ctx.captureMetrics(sightline)})` : '';
       log(
-        `${name} ${armName}: ${step.ok}/${step.sent} answered, p50 ${(p.p50 / 1000).toFixed(1)} ms, p99 ${(p.p99 / 1000).toFixed(1)} ms, send lag max ${(step.max_send_lag_us / 1000).toFixed(1)} ms, CPU % driver ${cpu.driver} mock ${cpu.mock}${armName === 'direct' ? '' : ` proxy ${cpu.proxy}`}${step.captured === undefined ? '' : `, captured ${step.captured}`}`,
+        `${name} ${armName}: ${step.ok}/${step.sent} answered, p50 ${(p.p50 / 1000).toFixed(1)} ms, p99 ${(p.p99 / 1000).toFixed(1)} ms, send lag max ${(step.max_send_lag_us / 1000).toFixed(1)} ms, CPU % driver ${cpu.driver} mock ${cpu.mock}${armName === 'direct' ? '' : ` proxy ${cpu.proxy}`}${step.captured === undefined ? '' : `, captured ${step.captured}`}${counters}`,
       );
       row.steps.push(step);
       if (passed) row.max_ok_rate = Math.max(row.max_ok_rate ?? 0, rate);
