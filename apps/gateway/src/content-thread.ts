@@ -27,12 +27,12 @@ export type ContentJobAnswer = ({ id: number } & PreparedRecords) | { id: number
 /**
  * On Linux this thread runs at the lowest priority (nice 19: there a thread's own, pid 0 being
  * the calling thread; elsewhere it would be the whole process's, so it is left alone): it gets
- * the CPU the serving thread leaves. At its default priority, on a
- * gateway pinned to one core (the bench's layout, or a one-CPU container), posting a batch woke
- * it and the kernel ran it at once: the serving thread lost the core for the worker's whole
- * batch, p50 1.4–1.5 ms per flush measured around postMessage, against 44–78 µs at nice 19
- * (nice 5 and 10: p90 still 1.7 ms). With a core to spare nothing changes. Under full load on
- * one core it gets ~1.5 % of it: records then wait for it, bounded by the capture queue.
+ * the CPU the serving thread leaves. At its default priority, on a gateway pinned to one core
+ * (the bench's layout, or a one-CPU container), posting a batch woke it and the kernel ran it
+ * at once: the serving thread lost the core for the worker's whole batch, p50 1.4–1.5 ms per
+ * flush measured around postMessage, against 44–78 µs at nice 19 (nice 5 and 10: p90 still
+ * 1.7 ms). With a core to spare nothing changes. Under full load on one core it gets ~1.5 % of
+ * it; a batch it leaves unanswered for 1 s is made on the serving thread (content-worker.ts).
  */
 try {
   if (process.platform === 'linux') setPriority(19);

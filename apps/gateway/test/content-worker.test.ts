@@ -30,7 +30,7 @@ test('the worker makes exactly the records the serving thread would', async () =
     const here: string[] = [];
     for (const kb of [1, 64, 300]) {
       const r = record(kb);
-      batch.add(r, true, 256 * 1024);
+      batch.add(r, 256 * 1024);
       here.push(JSON.stringify(toWire(r, { maxBytes: 256 * 1024, keepBase64: false, redactSecrets })));
     }
     const there = preparedViews(await w.prepareJobs(batch.message(), 256 * 1024, false, CUT));
@@ -214,7 +214,7 @@ test('the worker thread runs at nice 19 and the serving thread keeps its priorit
   const w = new ContentWorker();
   try {
     const batch = new JobBatch(new PagePool());
-    batch.add(record(1), true, 256 * 1024);
+    batch.add(record(1), 256 * 1024);
     // An answer means the thread has run its module, priority included.
     assert.equal(preparedViews(await w.prepareJobs(batch.message(), 256 * 1024, false, CUT)).length, 1);
     const tids = readdirSync('/proc/self/task');

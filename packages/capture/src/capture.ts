@@ -165,7 +165,7 @@ export class Capture implements CaptureSink {
       // Issue 15: here only the record's head and copies of its bytes; its usage and content
       // are made in the worker, for the whole batch in one message when the batch is due.
       try {
-        this.#jobs.add(rec, true, content.maxBytes);
+        this.#jobs.add(rec, content.maxBytes);
       } catch (e) {
         this.stats.dropped++;
         this.#onError(e);

@@ -106,10 +106,9 @@ export class JobBatch {
     this.bytes += n;
   }
 
-  /** Adds a finished record; `maxOut`: answer bytes kept (the content bound). Returns the bytes copied. */
-  add(rec: RequestRecord, withContent: boolean, maxOut: number): number {
+  /** Adds a finished record; `maxOut`: answer bytes kept (the content bound). */
+  add(rec: RequestRecord, maxOut: number): void {
     const head = wireHead(rec);
-    const before = this.bytes;
     const k = this.#heads.length;
     if ((k + 1) * META > this.#meta.length) {
       const grown = new Float64Array(this.#meta.length * 2);
@@ -130,7 +129,7 @@ export class JobBatch {
       const chunks = rec.responseChunks;
       if (chunks !== null && chunks.length > 0) this.#copy(chunks, Infinity, meta, m + 1);
     }
-    if (withContent && rec.contentPolicy !== 'none') {
+    if (rec.contentPolicy !== 'none') {
       flags |= F_CONTENT;
       if (rec.contentPolicy === 'redacted') flags |= F_REDACTED;
       if (rec.requestBody !== null) this.#copy([rec.requestBody], Infinity, meta, m + 4);
@@ -143,7 +142,6 @@ export class JobBatch {
     meta[m] = flags;
     this.#heads.push(head);
     this.#usage.push(usage);
-    return this.bytes - before;
   }
 
   message(): JobsMessage {
