@@ -17,7 +17,7 @@ if [ "${BEFORE_TREE:?a checkout of the code to compare with, or none}" != none ]
   (cd "$BEFORE_TREE" && GATEWAY_PORT=$PB SIGHTLINE_SPOOL_DIR=$D/spool-b exec node $GWFLAGS_B --import tsx apps/gateway/src/main.ts > $D/gw-b.log 2>&1) & echo $! > $D/gw-b.pid
 else PB=$PA; fi
 node $GWFLAGS_PROXY --import tsx bench/src/peers/${PROXY_SRC:-node-proxy.ts} --port $PP --upstream http://127.0.0.1:$MP > $D/proxy.log 2>&1 & echo $! > $D/proxy.pid
-GATEWAY_PORT=$PA SIGHTLINE_SPOOL_DIR=$D/spool-a node $GWFLAGS_A --import tsx apps/gateway/src/main.ts > $D/gw-a.log 2>&1 & echo $! > $D/gw-a.pid
+GATEWAY_PORT=$PA SIGHTLINE_SPOOL_DIR=$D/spool-a SIGHTLINE_CONFIG=${CONFIG_A:-} node $GWFLAGS_A --import tsx apps/gateway/src/main.ts > $D/gw-a.log 2>&1 & echo $! > $D/gw-a.pid
 GATEWAY_PORT=$POFF SIGHTLINE_SPOOL_DIR=$D/spool-off SIGHTLINE_BENCH_CAPTURE_OFF=1 node $GWFLAGS_OFF --import tsx apps/gateway/src/main.ts > $D/gw-off.log 2>&1 & echo $! > $D/gw-off.pid
 if [ "$BEFORE_TREE" != none ]; then echo "MOCK=$MP BEFORE=$PB AFTER=$PA OFF=$POFF PROXY=$PP NATS=$NP" > $D/ports
 else echo "MOCK=$MP ON=$PA OFF=$POFF PROXY=$PP NATS=$NP" > $D/ports; fi

@@ -45,6 +45,8 @@ export class Metrics {
    * (perf_hooks.monitorEventLoopDelay); reported as quantiles since start.
    */
   readonly #loopDelay: IntervalHistogram = monitorEventLoopDelay({ resolution: 10 });
+  /** The capture's worker thread, when there is one (start.ts): its late batches and publishes. */
+  contentThread: { late: number; publishes: { thread: number; servingThread: number } } | null = null;
 
   constructor(
     readonly capture: CaptureSink | null,
@@ -102,6 +104,12 @@ export class Metrics {
       out += `# HELP sightline_capture_spool_batches Batches in the disk spool.\n# TYPE sightline_capture_spool_batches gauge\nsightline_capture_spool_batches ${s.spoolBatches}\n`;
       out += `# HELP sightline_capture_spool_bytes Bytes in the disk spool.\n# TYPE sightline_capture_spool_bytes gauge\nsightline_capture_spool_bytes ${s.spoolBytes}\n`;
       out += `# HELP sightline_capture_queue_depth Requests waiting to be published.\n# TYPE sightline_capture_queue_depth gauge\nsightline_capture_queue_depth ${s.queued}\n`;
+    }
+    const t = this.contentThread;
+    if (t !== null) {
+      out += counter('sightline_capture_content_late_total', 'Batches the content thread did not prepare within its timeout, made on the serving thread.', t.late);
+      out += '# HELP sightline_capture_publishes_total Batch publishes, by the thread that made them (the content thread, or the serving thread in its stead).\n# TYPE sightline_capture_publishes_total counter\n';
+      out += `sightline_capture_publishes_total{thread="content"} ${t.publishes.thread}\nsightline_capture_publishes_total{thread="serving"} ${t.publishes.servingThread}\n`;
     }
     return out;
   }
