@@ -214,7 +214,6 @@ const READS: Record<'ingester' | 'gateway' | 'query', Record<string, Why>> = {
     SIGHTLINE_DATA_DIR: unset('default ./data, which is /app/data: the volume'),
     SIGHTLINE_BENCH_CAPTURE_OFF: unset('benchmarks only'),
     SIGHTLINE_CONTENT_THREAD: unset('default: content is prepared in a worker thread'),
-    SIGHTLINE_PUBLISH_THREAD: unset('default: the content thread publishes the capture batches on a NATS connection of its own'),
     SIGHTLINE_MODELS_REFRESH_MS: unset('default: the providers\' model lists are read again every 10 minutes'),
     SIGHTLINE_EMBEDDED_SINGLE_PROCESS: when('read by npm start (apps/sightline/src/main.ts), not by the gateway app: compose runs the apps as separate services'),
     SIGHTLINE_INSTANCE: INSTANCE,

@@ -131,9 +131,7 @@ async function runWorker(): Promise<void> {
   await governor?.ready;
   const modelsRefreshMs = envInt('SIGHTLINE_MODELS_REFRESH_MS', 600_000);
   if (modelsRefreshMs < 0) throw new Error(`SIGHTLINE_MODELS_REFRESH_MS must be 0 or more, got ${modelsRefreshMs}`);
-  const gw = await startGateway({ config, publisher, instance, captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', log, directory: auth?.directory ?? null, cache, governor, models: { refreshMs: modelsRefreshMs }, contentThread: process.env.SIGHTLINE_CONTENT_THREAD !== '0',
-    // The content thread publishes the capture batches on a connection of its own (issue 15).
-    contentBus: process.env.SIGHTLINE_PUBLISH_THREAD === '0' ? null : { url: natsUrl, name: `${instance}-capture`, stream: { replicas } } });
+  const gw = await startGateway({ config, publisher, instance, captureOff: process.env.SIGHTLINE_BENCH_CAPTURE_OFF === '1', log, directory: auth?.directory ?? null, cache, governor, models: { refreshMs: modelsRefreshMs }, contentThread: process.env.SIGHTLINE_CONTENT_THREAD !== '0' });
   log(`listening on ${gw.url} (instance ${instance}, config ${config.file})`);
   if (cluster.isWorker) process.send?.({ type: 'sightline-ready' } satisfies ReadyMessage);
   void publisher.ready.then(() => log(`connected to NATS at ${redactUrlCredentials(natsUrl)}`));

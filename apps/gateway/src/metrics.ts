@@ -45,8 +45,8 @@ export class Metrics {
    * (perf_hooks.monitorEventLoopDelay); reported as quantiles since start.
    */
   readonly #loopDelay: IntervalHistogram = monitorEventLoopDelay({ resolution: 10 });
-  /** The capture's worker thread, when there is one (start.ts): its late batches and publishes. */
-  contentThread: { late: number; publishes: { thread: number; servingThread: number } } | null = null;
+  /** The capture's content worker thread, when there is one (start.ts): its late batches. */
+  contentThread: { late: number } | null = null;
 
   constructor(
     readonly capture: CaptureSink | null,
@@ -106,11 +106,7 @@ export class Metrics {
       out += `# HELP sightline_capture_queue_depth Requests waiting to be published.\n# TYPE sightline_capture_queue_depth gauge\nsightline_capture_queue_depth ${s.queued}\n`;
     }
     const t = this.contentThread;
-    if (t !== null) {
-      out += counter('sightline_capture_content_late_total', 'Batches the content thread did not prepare within its timeout, made on the serving thread.', t.late);
-      out += '# HELP sightline_capture_publishes_total Batch publishes, by the thread that made them (the content thread, or the serving thread in its stead).\n# TYPE sightline_capture_publishes_total counter\n';
-      out += `sightline_capture_publishes_total{thread="content"} ${t.publishes.thread}\nsightline_capture_publishes_total{thread="serving"} ${t.publishes.servingThread}\n`;
-    }
+    if (t !== null) out += counter('sightline_capture_content_late_total', 'Batches the content thread did not prepare within its timeout (1 s), made on the serving thread.', t.late);
     return out;
   }
 }

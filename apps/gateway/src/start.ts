@@ -8,8 +8,7 @@ import type { BusPublisher } from '@sightline/bus';
 import type { Config } from '@sightline/config';
 import { buildGateway, GatewayCore } from './server.js';
 import { stderrLogger, type GatewayLogger } from './log.js';
-import { ContentWorker, ThreadPublisher } from './content-worker.js';
-import type { ContentBus } from './content-thread.js';
+import { ContentWorker } from './content-worker.js';
 import type { Directory } from '@sightline/directory';
 import { redactSecrets } from '@sightline/redact';
 import type { ResponseCache } from '@sightline/cache';
@@ -44,13 +43,6 @@ export interface StartGatewayOptions {
   /** Prepare captured content in a worker thread (default true; SIGHTLINE_CONTENT_THREAD=0 in main.ts turns it off). */
   contentThread?: boolean;
   /**
-   * The NATS server and stream `publisher` publishes to: given, that worker thread publishes the
-   * batches on a connection of its own, with `publisher` as its fallback (content-worker.ts;
-   * SIGHTLINE_PUBLISH_THREAD=0 in main.ts keeps publishing on the serving thread). Absent or
-   * null, or without the content thread: `publisher` publishes them.
-   */
-  contentBus?: ContentBus | null;
-  /**
    * The providers' model lists for `GET /v1/models` (models.ts): read once the gateway
    * listens (startGateway returns after that first round, each provider bounded by
    * `timeoutMs`), then every `refreshMs`. false: never read (only the routes' exact names are
@@ -84,14 +76,14 @@ export async function startGateway(opts: StartGatewayOptions): Promise<GatewayHa
   const spoolDir = opts.config.capture.spoolDir;
   if (enabled && spoolDir !== null) Spool.claim(spoolDir);
   // Content is prepared in a worker thread unless told otherwise (SIGHTLINE_CONTENT_THREAD=0).
-  const contentWorker = enabled && opts.config.capture.content !== 'none' || enabled && opts.directory != null ? (opts.contentThread === false ? null : new ContentWorker(log, undefined, opts.contentBus ?? null)) : null;
+  const contentWorker = enabled && opts.config.capture.content !== 'none' || enabled && opts.directory != null ? (opts.contentThread === false ? null : new ContentWorker(log)) : null;
   contentWorker?.warm();
   if (enabled) {
     if (opts.publisher === undefined) throw new Error('startGateway needs a publisher when capture is on');
     capture = new Capture({
       instance: opts.instance,
       config: opts.config.capture,
-      publisher: contentWorker !== null && contentWorker.bus !== null ? new ThreadPublisher(contentWorker, opts.publisher) : opts.publisher,
+      publisher: opts.publisher,
       spoolDir: opts.config.capture.spoolDir,
       spoolMaxBytes: opts.config.capture.spoolMaxBytes,
       onError: (e) => log(`capture: ${e instanceof Error ? e.message : String(e)}`),

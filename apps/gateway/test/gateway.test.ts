@@ -285,4 +285,6 @@ test('health and metrics', async () => {
   assert.match(m, /sightline_gateway_requests_total\{status="2xx"\} \d+/);
   assert.match(m, /sightline_capture_published_total \d+/);
   assert.match(m, /sightline_capture_dropped_total 0/);
+  // Content capture is on (the default, full): its worker thread's late batches are counted.
+  assert.match(m, /# TYPE sightline_capture_content_late_total counter\nsightline_capture_content_late_total \d+\n/);
 });

@@ -161,7 +161,7 @@ export class Capture implements CaptureSink {
       return;
     }
     const content = this.#content;
-    if (content !== undefined && this.#preparer !== undefined && this.#preparer.starved !== true) {
+    if (content !== undefined && this.#preparer !== undefined) {
       // Issue 15: here only the record's head and copies of its bytes; its usage and content
       // are made in the worker, for the whole batch in one message when the batch is due.
       try {

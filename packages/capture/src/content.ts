@@ -231,7 +231,7 @@ export interface JobsMessage {
  * offsets of the records with free room before them.
  */
 export interface PreparedRecords {
-  buffer: ArrayBuffer | SharedArrayBuffer;
+  buffer: ArrayBuffer;
   spans: Int32Array;
   starts: Int32Array;
 }
@@ -255,11 +255,5 @@ export interface ContentPreparer {
   prepareJobs(jobs: JobsMessage, maxBytes: number, keepBase64: boolean, cut: BatchCut): Promise<PreparedRecords>;
   /** Jobs sent and not answered yet. */
   readonly pending: number;
-  /**
-   * True while the preparer is known to get no CPU (it left a batch unanswered past its timeout):
-   * the capture then makes records itself, one at a time as requests end, instead of handing
-   * them over.
-   */
-  readonly starved?: boolean;
   close(): Promise<void>;
 }

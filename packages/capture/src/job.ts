@@ -254,8 +254,8 @@ export class BatchCutter {
 }
 
 /**
- * Records made whole from their heads and jobs, each as UTF-8 bytes in one shared buffer that
- * the serving thread reads. Each record is followed by `, `, and BATCH_HEAD_ROOM
+ * Records made whole from their heads and jobs, each as UTF-8 bytes in one buffer that moves to
+ * the serving thread (its transfer list). Each record is followed by `, `, and BATCH_HEAD_ROOM
  * free bytes come before the first and before each record where `cut` starts a new batch.
  * `spans` holds each record's offset and length (a job that cannot be made has length −1 and
  * no bytes); `starts`, the offsets of the records with room before them.
@@ -282,9 +282,7 @@ export function recordsBytes(heads: readonly string[], jobs: readonly RecordJob[
     room.push(r);
     if (n >= 0) total += (r ? BATCH_HEAD_ROOM : 0) + n + RECORD_GAP.length;
   }
-  // Shared memory: the serving thread publishes batches from it through this thread again
-  // (content-thread.ts) without a copy, and keeps it to spool a batch whose publish failed.
-  const buffer = new SharedArrayBuffer(total);
+  const buffer = new ArrayBuffer(total);
   const out = Buffer.from(buffer);
   const spans = new Int32Array(jobs.length * 2);
   const starts: number[] = [];
