@@ -3,6 +3,7 @@
 # this tree's gateway (capture on) and (capture off), on free loopback ports listed in $LOOP_DIR/ports.
 # GWFLAGS_B / GWFLAGS_A / GWFLAGS_OFF / GWFLAGS_PROXY add node flags (e.g. --cpu-prof). BEFORE_TREE=none: no "before"
 # gateway. A bare Node hop (bench/src/peers/node-proxy.ts, or PROXY_SRC under bench/src/peers) is started too.
+# CONFIG_A: a configuration file (SIGHTLINE_CONFIG) for this tree's capture-on gateway, e.g. other batch bounds.
 # loop-stop.sh stops them by pid.
 set -e
 D=${LOOP_DIR:-/tmp/loop/run}; rm -rf $D; mkdir -p $D/js $D/spool-b $D/spool-a $D/spool-off
