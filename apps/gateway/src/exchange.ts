@@ -36,7 +36,8 @@ export interface PreparedRequest {
   /** `POST`, but for reading (`GET`) or deleting (`DELETE`) a stored response. */
   method: 'POST' | 'GET' | 'DELETE';
   path: string;
-  headers: Record<string, string>;
+  /** Names and values in one flat list, as undici's dispatch takes them (Upstream.headers). */
+  headers: string[];
   /** null: no body (GET, DELETE). */
   body: Buffer | null;
   /** What the response needs; the relay itself is chosen when the status is known. */

@@ -82,6 +82,8 @@ export class Upstream {
   readonly #apiVersion: string;
   /** Headers for every request: content type, configured extras, configured key. */
   readonly baseHeaders: Record<string, string>;
+  /** The same as a flat list of names and values, which `headers` starts from. */
+  readonly #baseList: readonly string[];
 
   /**
    * @param passClientCredentials whether a caller's own provider key may be passed through
@@ -117,6 +119,7 @@ export class Upstream {
     }
     if (config.type === 'anthropic' && h['anthropic-version'] === undefined) h['anthropic-version'] = DEFAULT_ANTHROPIC_VERSION;
     this.baseHeaders = h;
+    this.#baseList = Object.entries(h).flat();
   }
 
   /** Request path for a model (Azure puts the deployment in the path). */
@@ -157,36 +160,59 @@ export class Upstream {
    * Headers for one request: the base headers, the caller's credentials when no key is
    * configured (passed through in the form the provider expects), and vendor headers.
    */
-  headers(client: IncomingHttpHeaders, clientDialect: Dialect, traceparent: string): Record<string, string> {
-    const h: Record<string, string> = { ...this.baseHeaders, traceparent };
+  /**
+   * The upstream request's headers as a flat list of names and values, the form undici's
+   * dispatch takes. Not an object: `{ ...base, traceparent }` plus one key cost ~2.5 µs a
+   * request (V8's slow path for a spread followed by more keys), the list ~40 ns (issue 15).
+   * Each name once: a value set here replaces a base header of the same name, as it did in
+   * the object.
+   */
+  headers(client: IncomingHttpHeaders, clientDialect: Dialect, traceparent: string): string[] {
+    const h = this.#baseList.slice();
+    setHeader(h, 'traceparent', traceparent);
     if (this.config.apiKey === '' && this.passClientCredentials) {
       const bearer = one(client.authorization);
       const xKey = one(client['x-api-key']);
       if (this.config.type === 'anthropic') {
-        if (xKey !== undefined) h['x-api-key'] = xKey;
+        if (xKey !== undefined) setHeader(h, 'x-api-key', xKey);
         // An OpenAI client can only send its key as a bearer token; Anthropic takes keys as x-api-key.
-        else if (bearer !== undefined && clientDialect === 'openai') h['x-api-key'] = bearer.replace(/^Bearer\s+/i, '');
-        else if (bearer !== undefined) h.authorization = bearer;
+        else if (bearer !== undefined && clientDialect === 'openai') setHeader(h, 'x-api-key', bearer.replace(/^Bearer\s+/i, ''));
+        else if (bearer !== undefined) setHeader(h, 'authorization', bearer);
       } else if (this.config.type === 'azure') {
         const apiKey = one(client['api-key']) ?? xKey;
-        if (apiKey !== undefined) h['api-key'] = apiKey;
-        else if (bearer !== undefined) h.authorization = bearer;
-      } else if (bearer !== undefined) h.authorization = bearer;
-      else if (xKey !== undefined) h.authorization = `Bearer ${xKey}`;
+        if (apiKey !== undefined) setHeader(h, 'api-key', apiKey);
+        else if (bearer !== undefined) setHeader(h, 'authorization', bearer);
+      } else if (bearer !== undefined) setHeader(h, 'authorization', bearer);
+      else if (xKey !== undefined) setHeader(h, 'authorization', `Bearer ${xKey}`);
     }
     if (this.dialect === 'anthropic' && clientDialect === 'anthropic') {
       const v = one(client['anthropic-version']);
-      if (v !== undefined) h['anthropic-version'] = v;
+      if (v !== undefined) setHeader(h, 'anthropic-version', v);
       const beta = one(client['anthropic-beta']);
-      if (beta !== undefined) h['anthropic-beta'] = beta;
+      if (beta !== undefined) setHeader(h, 'anthropic-beta', beta);
     } else if (this.dialect === 'openai' && clientDialect === 'openai') {
-      for (const name of ['openai-organization', 'openai-project', 'openai-beta']) {
+      for (let i = 0; i < OPENAI_PASSED.length; i++) {
+        const name = OPENAI_PASSED[i]!;
         const v = one(client[name]);
-        if (v !== undefined) h[name] = v;
+        if (v !== undefined) setHeader(h, name, v);
       }
     }
     return h;
   }
+}
+
+/** OpenAI request headers passed on from an OpenAI client to an OpenAI-API provider. */
+const OPENAI_PASSED = ['openai-organization', 'openai-project', 'openai-beta'] as const;
+
+/** Sets `name` in a flat header list: replaces its value if the list has it (a base header), else appends it. */
+function setHeader(h: string[], name: string, value: string): void {
+  for (let i = 0; i < h.length; i += 2) {
+    if (h[i] === name) {
+      h[i + 1] = value;
+      return;
+    }
+  }
+  h.push(name, value);
 }
 
 /** The first value of a request header. */
