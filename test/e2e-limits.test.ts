@@ -35,14 +35,18 @@ async function createKey(team: string, extra: Record<string, unknown>): Promise<
 
 /** One request on a fresh connection (so the gateway's primary hands it to either worker). */
 async function send(gateway: string, key: string, dialect: 'openai' | 'anthropic', i: number, stream = false): Promise<number> {
+  return (await sendRead(gateway, key, dialect, i, stream)).status;
+}
+
+/** The status and the body's text. */
+async function sendRead(gateway: string, key: string, dialect: 'openai' | 'anthropic', i: number, stream = false): Promise<{ status: number; text: string }> {
   const openai = dialect === 'openai';
   const r = await fetch(`${gateway}${openai ? '/v1/chat/completions' : '/v1/messages'}`, {
     method: 'POST',
     headers: openai ? { 'content-type': 'application/json', authorization: `Bearer ${key}`, connection: 'close' } : { 'content-type': 'application/json', 'x-api-key': key, 'anthropic-version': '2023-06-01', connection: 'close' },
     body: JSON.stringify({ model: 'gpt-4.1-mini', max_tokens: 20, stream, messages: [{ role: 'user', content: `request ${i}` }] }),
   });
-  await r.arrayBuffer();
-  return r.status;
+  return { status: r.status, text: await r.text() };
 }
 
 /** Waits until at least `needMs` of the current UTC minute are left, so a test's burst stays in one window. */
@@ -98,13 +102,21 @@ test('requests_per_minute 60 across two gateways with two workers each: 240 requ
   const { key } = await createKey('rpm', { limits: { requests_per_minute: 60 } });
   await roomInMinute(40_000);
   const window = Math.floor(Date.now() / 60_000);
-  const statuses = await Promise.all(Array.from({ length: 240 }, (_, i) => send(gateways[i % 2]!.url, key, i % 4 < 2 ? 'openai' : 'anthropic', i)));
+  const answers = await Promise.all(Array.from({ length: 240 }, (_, i) => sendRead(gateways[i % 2]!.url, key, i % 4 < 2 ? 'openai' : 'anthropic', i)));
   assert.equal(Math.floor(Date.now() / 60_000), window, 'the burst stayed in one minute');
-  const ok = statuses.filter((s) => s === 200).length;
-  const limited = statuses.filter((s) => s === 429).length;
-  t.diagnostic(`served ${ok}, refused ${limited} of 240`);
-  assert.equal(ok, 60);
-  assert.equal(limited, 180);
+  const ok = answers.filter((a) => a.status === 200).length;
+  const limited = answers.filter((a) => a.status === 429).length;
+  // Refused because a lease exchange outlived its wait (fail closed), not because the limit was reached.
+  const unavailable = answers.filter((a) => a.status === 429 && a.text.includes('cannot be checked right now')).length;
+  t.diagnostic(`served ${ok}, refused ${limited} of 240 (${unavailable} of them: the limits store did not answer in time)`);
+  assert.equal(ok + limited, 240);
+  if (unavailable === 0) assert.equal(ok, 60);
+  else {
+    // A machine too loaded for the lease rounds (CI once served 46): never more than the limit, and
+    // every request short of it refused as unavailable, in words that say so, not as over the limit.
+    assert.ok(ok <= 60, `served ${ok}`);
+    assert.ok(ok + unavailable >= 60, `served ${ok}, refused as unavailable ${unavailable}`);
+  }
   const headers = await fetch(`${gateways[0]!.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: JSON.stringify({ model: 'gpt-4.1-mini', messages: [] }) });
   await headers.text();
   if (Math.floor(Date.now() / 60_000) === window) {
