@@ -7,7 +7,7 @@
 import type { DriverClient } from './driver-client.js';
 import { sampleCpu, sleep } from './procs.js';
 import type { CpuSample } from './procs.js';
-import { countCaptured } from './clickhouse.js';
+import { chQuery, countCaptured } from './clickhouse.js';
 import type { Gate } from './report.js';
 import { template } from './scenarios.js';
 import type { ArmName, Plan, Scenario } from './scenarios.js';
@@ -24,6 +24,18 @@ import { log, message } from './log.js';
 const STALL_MS = 8_000;
 /** Once capture was seen stuck in this run, later waits stop after this long without progress. */
 const STALL_AGAIN_MS = 2_000;
+/** After a stalled wait, how long the count is still watched (logged only) to tell slow from stuck. */
+const RECOVERY_WATCH_MS = 30_000;
+/** The parts of nats-server's /jsz?consumers=true that stallReport reads. */
+interface JszReport {
+  account_details?: {
+    stream_detail?: {
+      name: string;
+      state?: { messages?: number; bytes?: number };
+      consumer_detail?: { name: string; num_pending?: number; num_ack_pending?: number; num_waiting?: number; num_redelivered?: number; delivered?: { stream_seq?: number }; ack_floor?: { stream_seq?: number } }[];
+    }[];
+  }[];
+}
 /** Per-request timeout for latency blocks. */
 export const REQUEST_TIMEOUT_MS = 30_000;
 
@@ -138,10 +150,81 @@ export class RunContext {
       if (n >= expected || Date.now() > deadline) return n;
       if (Date.now() - changed > (this.captureStuck ? STALL_AGAIN_MS : STALL_MS)) {
         this.captureStuck = true;
+        if (arm.count === undefined) await this.stallReport(arm.name, team, expected, n, count);
         return n;
       }
       await sleep(200);
     }
+  }
+
+  /**
+   * Logs what the pipeline behind the run's clickhouse-server was doing when a completeness
+   * wait gave up on a stalled count: the ingester's counters and last output lines, the
+   * JetStream consumer's state (nats-server's monitoring /jsz), ClickHouse's running queries
+   * and merges; then watches the count for up to RECOVERY_WATCH_MS more, to tell a pipeline
+   * that was slow (it moves again) from one that was stuck.
+   */
+  private async stallReport(armName: string, team: string, expected: number, seen: number, count: (team: string) => Promise<number>): Promise<void> {
+    const lines = [`${armName}/${team}: capture count stalled at ${seen} of ${expected}`];
+    const get = async (what: string, f: () => Promise<string>): Promise<void> => {
+      try {
+        lines.push(`  ${what}: ${await f()}`);
+      } catch (e) {
+        lines.push(`  ${what}: unavailable (${message(e)})`);
+      }
+    };
+    const text = async (url: string): Promise<string> => {
+      const res = await fetch(url, { signal: AbortSignal.timeout(5_000) });
+      return res.text();
+    };
+    const { ingesterUrl, ingester, nats, ch } = this.stack;
+    if (ingesterUrl !== undefined) {
+      await get('ingester counters', async () =>
+        (await text(`${ingesterUrl}/metrics`))
+          .split('\n')
+          .filter((l) => l.startsWith('sightline_ingest_') && !l.includes('_bucket') && !l.includes('otlp'))
+          .map((l) => l.replace('sightline_ingest_', ''))
+          .join(', '),
+      );
+    }
+    if (ingester !== undefined) {
+      const tail = ingester.output.split('\n').filter((l) => l.trim() !== '').slice(-10);
+      lines.push(`  ingester running: ${ingester.running}; last output lines:${tail.length === 0 ? ' none' : `\n    ${tail.join('\n    ')}`}`);
+    }
+    if (nats !== undefined && nats.monitorPort !== 0) {
+      await get('JetStream', async () => {
+        const jsz = JSON.parse(await text(`http://127.0.0.1:${nats.monitorPort}/jsz?consumers=true`)) as JszReport;
+        const out: string[] = [];
+        for (const acc of jsz.account_details ?? []) {
+          for (const st of acc.stream_detail ?? []) {
+            if (st.name !== 'SIGHTLINE_SPANS') continue;
+            out.push(`stream messages ${st.state?.messages}, bytes ${st.state?.bytes}`);
+            for (const c of st.consumer_detail ?? []) {
+              out.push(`consumer ${c.name}: pending ${c.num_pending}, ack pending ${c.num_ack_pending}, waiting pulls ${c.num_waiting}, redelivered ${c.num_redelivered}, delivered ${c.delivered?.stream_seq}, ack floor ${c.ack_floor?.stream_seq}`);
+            }
+          }
+        }
+        return out.length === 0 ? 'no SIGHTLINE_SPANS stream' : out.join('; ');
+      });
+    }
+    if (ch !== undefined) {
+      await get('ClickHouse queries running', async () =>
+        (await chQuery(ch.url, "SELECT round(elapsed, 1) AS s, substring(replaceRegexpAll(query, '\\s+', ' '), 1, 90) AS q FROM system.processes WHERE query NOT LIKE '%system.processes%' FORMAT TSV")).trim().replaceAll('\n', ' | ') || 'none',
+      );
+      await get('ClickHouse merges running', async () => (await chQuery(ch.url, "SELECT count(), round(max(elapsed), 1) FROM system.merges FORMAT TSV")).trim());
+    }
+    log(lines.join('\n'));
+    const until = Date.now() + RECOVERY_WATCH_MS;
+    let last = seen;
+    while (Date.now() < until) {
+      await sleep(1_000);
+      const n = await count(team).catch(() => last);
+      if (n !== last) {
+        log(`${armName}/${team}: the count moved again ${Math.round((RECOVERY_WATCH_MS - (until - Date.now())) / 1000)} s after the wait gave up: ${n} of ${expected} (slow, not stuck)`);
+        return;
+      }
+    }
+    log(`${armName}/${team}: the count did not move for ${RECOVERY_WATCH_MS / 1000} s more (${last} of ${expected}): stuck`);
   }
 
   template(arm: Arm, scenarioName: string, s: Pick<Scenario, 'request' | 'directRequest' | 'portkeyProvider' | 'armRequests'>): RequestTemplate {

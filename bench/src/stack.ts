@@ -140,6 +140,8 @@ export interface Stack {
   nats: NatsServer | undefined;
   ch: ClickHouseServer | undefined;
   ingester: AppProcess | undefined;
+  /** The ingester's HTTP origin (/healthz, /metrics), when it started. */
+  ingesterUrl: string | undefined;
   arms: Map<ArmName, Arm>;
   /** Every pid the run started, by role, for the rig section. */
   roles: () => { role: string; pid: number }[];
@@ -243,7 +245,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     log('starting mock, nats-server and clickhouse-server');
     const [mock, nats, ch] = await Promise.all([
       Mock.start(mockCpu),
-      NatsServer.start().catch((e: unknown) => {
+      NatsServer.start(null, { monitor: true }).catch((e: unknown) => {
         log(`nats-server failed to start: ${message(e)}`);
         return undefined;
       }),
@@ -267,6 +269,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     // The Sightline pipeline: ingester and two gateways, with docker-compose's environment
     // (test/e2e-processes.test.ts), all bound to loopback.
     let ingester: AppProcess | undefined;
+    let ingesterUrl: string | undefined;
     const sightlineReason = nats === undefined || ch === undefined ? 'nats-server or clickhouse-server did not start (apt-get install -y nats-server clickhouse-server)' : '';
     const baseEnv = (port: number): Record<string, string> => ({
       NATS_URL: nats?.url ?? '',
@@ -470,6 +473,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       try {
         await waitHealthy(app, `http://127.0.0.1:${port}/healthz`, 90_000);
         ingester = app;
+        ingesterUrl = `http://127.0.0.1:${port}`;
         const pid = app.child.pid ?? -1;
         roles.push({ role: 'ingester', pid: () => pid });
       } catch (e) {
@@ -564,6 +568,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       nats,
       ch,
       ingester,
+      ingesterUrl,
       arms,
       roles: () => roles.map((r) => ({ role: r.role, pid: r.pid() })),
       stop: stopAll,

@@ -18,7 +18,9 @@ import {
   RetentionPolicy,
   StorageType,
   type ConnectionOptions,
+  type ConsumerMessages,
   type JetStreamClient,
+  type JsMsg,
   type JetStreamManager,
   type NatsConnection,
   type StreamConfig,
@@ -223,6 +225,17 @@ export interface ConsumerOptions {
 export class NatsConsumer implements BusConsumer {
   #purgeTimer: NodeJS.Timeout | null = null;
   #purging = false;
+  /** The long-lived pull (fetch), started by the first fetch; null before, and after it ended. */
+  #pull: ConsumerMessages | null = null;
+  /** Why the pull ended, thrown by the next fetch (which then starts a new one). */
+  #pullError: unknown = null;
+  /** Delivered messages not yet handed out by fetch. */
+  readonly #ready: JsMsg[] = [];
+  /** Fetches waiting for messages. */
+  readonly #waiters = new Set<() => void>();
+  /** Resumes the pump when a fetch made room. */
+  #room: (() => void) | null = null;
+  #closing = false;
 
   private constructor(
     readonly nc: NatsConnection,
@@ -302,30 +315,102 @@ export class NatsConsumer implements BusConsumer {
     await m.ack();
   }
 
+  /**
+   * Up to `max` messages: resolves once `max` are in hand, or after `expiresMs` with what
+   * arrived by then (possibly none), so ClickHouse gets inserts of many batches even at low
+   * traffic, as a JetStream pull of `max` that expires after `expiresMs` would give.
+   *
+   * The messages come from one long-lived pull (`consume`), not a fresh pull per call. A
+   * per-call pull (`fetch`) ends on a client-side timer (its expiry + 5 %): when the ingester's
+   * event loop was busy (decoding the previous set, serialising an insert) past that moment,
+   * the timer ran before the socket was read and the subscription closed under messages the
+   * server had already delivered. Those stayed unacknowledged until `ack_wait` (30 s)
+   * brought them back: capture stalled for 30 s under load (bench, 1 December). The
+   * subscription of `consume` lives until close(), so nothing delivered is dropped.
+   */
   async fetch(max: number, expiresMs: number): Promise<BusMessage[]> {
-    const consumer = await this.js.consumers.get(STREAM_NAME, DURABLE_NAME);
-    const iter = await consumer.fetch({ max_messages: max, expires: Math.max(1000, expiresMs) });
-    const out: BusMessage[] = [];
-    for await (const m of iter) {
-      out.push({
-        data: m.data,
-        msgId: m.headers?.get('Nats-Msg-Id') ?? `${m.info.stream}:${m.seq}`,
-        deliveries: m.info.redeliveryCount,
-        ack: async () => {
-          // ackAck waits for the server's confirmation, so "acked" means it will not come back.
-          const ok = await m.ackAck({ timeout: 5_000 });
-          if (!ok) throw new Error('JetStream did not confirm the ack');
-        },
-        nak: (delayMs?: number) => m.nak(delayMs),
+    if (this.#pullError !== null) {
+      const e = this.#pullError;
+      this.#pullError = null;
+      throw e;
+    }
+    if (this.#pull === null && !this.#closing) await this.#startPull(max);
+    const deadline = Date.now() + expiresMs;
+    while (this.#ready.length < max && this.#pull !== null && !this.#closing) {
+      const left = deadline - Date.now();
+      if (left <= 0) break;
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(wake, left);
+        const waiters = this.#waiters;
+        function wake(): void {
+          clearTimeout(t);
+          waiters.delete(wake);
+          resolve();
+        }
+        waiters.add(wake);
       });
     }
-    return out;
+    const out = this.#ready.splice(0, max);
+    // Room again: the pump reads on (and the client pulls more).
+    this.#room?.();
+    return out.map(busMessage);
+  }
+
+  /** Starts the long-lived pull and the pump that moves its messages to #ready. */
+  async #startPull(max: number): Promise<void> {
+    const consumer = await this.js.consumers.get(STREAM_NAME, DURABLE_NAME);
+    // The client asks for `max` messages and asks again when 75 % of them arrived; it sends
+    // the next ask only when the pump reads past it, so unread messages stay bounded.
+    // A consumer deleted from under it ends the pull with an error (the next fetch throws it),
+    // as a fetch of a missing consumer did, instead of retrying out of sight.
+    const pull = await consumer.consume({ max_messages: max, expires: 30_000, abort_on_missing_resource: true });
+    this.#pull = pull;
+    void this.#pump(pull, max);
+  }
+
+  async #pump(pull: ConsumerMessages, max: number): Promise<void> {
+    try {
+      for await (const m of pull) {
+        this.#ready.push(m);
+        for (const wake of [...this.#waiters]) wake();
+        // At most two sets in hand (one being written while the next gathers): wait for a fetch.
+        while (this.#ready.length >= 2 * max && !this.#closing) await new Promise<void>((resolve) => (this.#room = resolve));
+        this.#room = null;
+        if (this.#closing) break;
+      }
+    } catch (e) {
+      if (!this.#closing) this.#pullError = e;
+    } finally {
+      if (this.#pull === pull) this.#pull = null;
+      for (const wake of [...this.#waiters]) wake();
+    }
   }
 
   async close(): Promise<void> {
     if (this.#purgeTimer !== null) clearInterval(this.#purgeTimer);
+    this.#closing = true;
+    this.#room?.();
+    for (const wake of [...this.#waiters]) wake();
+    await this.#pull?.close().catch(() => {});
+    // Delivered to this ingester but never handed out: back to the stream at once, for the
+    // next ingester, instead of after ack_wait.
+    for (const m of this.#ready.splice(0)) m.nak();
     await this.nc.drain().catch(() => this.nc.close());
   }
+}
+
+function busMessage(m: JsMsg): BusMessage {
+  return {
+    data: m.data,
+    msgId: m.headers?.get('Nats-Msg-Id') ?? `${m.info.stream}:${m.seq}`,
+    deliveries: m.info.redeliveryCount,
+    ack: async () => {
+      // ackAck waits for the server's confirmation, so "acked" means it will not come back.
+      const ok = await m.ackAck({ timeout: 5_000 });
+      if (!ok) throw new Error('JetStream did not confirm the ack');
+    },
+    nak: (delayMs?: number) => m.nak(delayMs),
+  };
 }
 
 /**

@@ -3,6 +3,9 @@ import assert from 'node:assert/strict';
 import { BusFullError, BusPayloadTooLargeError, MemoryBus, NatsPublisher, NatsConsumer, connectNats, ensureStream, STREAM_NAME, type BusConsumer, type BusPublisher } from '@sightline/bus';
 import { RetentionPolicy, StorageType } from 'nats';
 import { NatsServer } from '../../../test/support/servers.js';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { setTimeout as delay } from 'node:timers/promises';
 
 const enc = (s: string) => new TextEncoder().encode(s);
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -178,6 +181,63 @@ test('a capture stream made with limits retention by an earlier version: the ing
     await pub.close();
     await con.close();
   } finally {
+    await server.dispose();
+  }
+});
+
+test('batches delivered while the ingester\'s event loop is busy past a fetch\'s expiry are not lost to ack_wait: the next fetch has them', async () => {
+  // A per-call JetStream pull ends on a client-side timer; when the loop was busy past it,
+  // the timer closed the subscription before the delivered messages were read, and they
+  // came back only after ack_wait (30 s here). Another process publishes while this one is
+  // busy, so the messages are on this process's socket when its loop resumes.
+  const server = await NatsServer.start();
+  const con = await NatsConsumer.open(await connectNats(server.url, 'test-con'));
+  const script = `
+    import { connect } from 'nats';
+    const nc = await connect({ servers: ${JSON.stringify(server.url)} });
+    const js = nc.jetstream();
+    process.stdout.write('ready\\n');
+    process.stdin.once('data', async () => {
+      await new Promise((r) => setTimeout(r, 300));
+      for (let i = 0; i < 3; i++) await js.publish('sightline.spans.v1', new TextEncoder().encode('late' + i), { msgID: 'late-' + i });
+      process.stdout.write('published\\n');
+      await nc.close();
+    });
+  `;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['pipe', 'pipe', 'inherit'] });
+  try {
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    const deadline = Date.now() + 20_000;
+    while (!out.includes('ready') && Date.now() < deadline) await delay(20);
+    assert.ok(out.includes('ready'), 'the publishing process connected');
+    const first = con.fetch(10, 1000);
+    await delay(600);
+    child.stdin.write('go\n');
+    // Busy from 0.6 to 1.6 s: the other process publishes at ~0.9 s, into the waiting pull.
+    // In a callback of the loop's check phase, as the ingester's work runs in its callbacks:
+    // the loop's next turn runs its due timers before it reads the sockets.
+    await new Promise<void>((resolve) =>
+      setImmediate(() => {
+        const until = Date.now() + 1000;
+        while (Date.now() < until) {
+          // blocked, as decoding a large set of batches blocks the ingester
+        }
+        resolve();
+      }),
+    );
+    const got = [...(await first)];
+    const stop = Date.now() + 6_000;
+    while (got.length < 3 && Date.now() < stop) got.push(...(await con.fetch(10, 1000)));
+    assert.ok(out.includes('published'), 'the other process published while this one was busy');
+    assert.deepEqual(got.map((m) => dec(m.data)), ['late0', 'late1', 'late2']);
+    for (const m of got) await m.ack();
+  } finally {
+    if (child.exitCode === null) {
+      child.kill();
+      await once(child, 'exit');
+    }
+    await con.close();
     await server.dispose();
   }
 });
