@@ -157,6 +157,19 @@ export class RunContext {
     }
   }
 
+  /** The ingester's counters (its /metrics, `sightline_ingest_*` without the histogram), by name. */
+  async ingesterCounters(): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    const url = this.stack.ingesterUrl;
+    if (url === undefined) return out;
+    const text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
+    for (const l of text.split('\n')) {
+      const m = /^sightline_ingest_([a-z_]+) ([0-9.e+-]+)$/.exec(l);
+      if (m !== null && !m[1]!.includes('histogram')) out.set(m[1]!, Number(m[2]));
+    }
+    return out;
+  }
+
   /**
    * Logs what the pipeline behind the run's clickhouse-server was doing when a completeness
    * wait gave up on a stalled count: the ingester's counters and last output lines, the

@@ -22,7 +22,7 @@ import { RunContext } from './context.js';
 import { DriverClient } from './driver-client.js';
 import { MAX_ERROR_RATE, MAX_P50_DRIFT } from './gates.js';
 import { ladder } from './ladder.js';
-import { log } from './log.js';
+import { log, message } from './log.js';
 import { PIN_LAYOUTS, pinPid } from './procs.js';
 import type { Pinning } from './procs.js';
 import { renderMarkdown } from './report.js';
@@ -145,6 +145,17 @@ export async function run(opts: RunOptions): Promise<number> {
       const n = await ctx.waitCaptured(sl, teamOf('warmup', name), expected);
       const metrics = n === expected ? '' : ` (gateway capture counters: ${await ctx.captureMetrics(sl)})`;
       ctx.gate('capture completeness', `warm-up/${name}`, n === expected, `${n} rows for ${expected} warm-up requests${metrics}`);
+    }
+    // A batch delivered to the ingester twice means capture waited for a redelivery: a write
+    // that failed, or a delivery the ingester never saw and that came back after the ack wait.
+    if (stack.ingesterUrl !== undefined) {
+      try {
+        const c = await ctx.ingesterCounters();
+        const again = c.get('redelivered_total') ?? -1;
+        ctx.gate('ingester: no batch delivered twice', 'ingester', again === 0, `redelivered ${again}, write failures ${c.get('write_failures_total') ?? '?'}, dead-lettered ${c.get('dead_lettered_total') ?? '?'}, batches ${c.get('batches_total') ?? '?'}, requests ${c.get('requests_total') ?? '?'}`);
+      } catch (e) {
+        ctx.gate('ingester: no batch delivered twice', 'ingester', false, `its /metrics did not answer: ${message(e)}`);
+      }
     }
     const nc = ctx.arm('sightline-nocapture');
     if (stack.ch !== undefined && nc.instance !== undefined && nc.target !== undefined) {

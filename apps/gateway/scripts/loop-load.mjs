@@ -1,5 +1,5 @@
 // Issue 15 measurement aid (not the bench): interleaved blocks against the direct mock and the gateways
-// started by loop-rig.sh. ROUNDS, N, SCEN (json,jsonc16,json16,anth1,anth8,oai8,oai16,anth16,oai1) from the environment.
+// started by loop-rig.sh. ROUNDS, N, SCEN (json,jsonc16,json16,json64,anth1,anth8,oai8,oai16,anth16,oai1) from the environment.
 // Interleaved load: for each round, for each target (direct mock, gateway on, gateway off),
 // run one block of each scenario. Prints medians over per-block p50/p99 and pooled percentiles, and for
 // streams the time to the response headers (headers50): at 16 concurrent streams the requests come in
@@ -19,6 +19,7 @@ const S = {
   json: { path: '/v1/chat/completions', headers: OAH, body: pad('{"model":"gpt-4o-mini","messages":[{"role":"user","content":"', '"}]}', 1024), conc: 1, marker: null },
   jsonc16: { path: '/v1/chat/completions', headers: OAH, body: pad('{"model":"gpt-4o-mini","messages":[{"role":"user","content":"', '"}]}', 1024), conc: 16, marker: null },
   json16: { path: '/v1/chat/completions', headers: OAH, body: prose('{"model":"gpt-4o-mini","messages":[{"role":"user","content":"', '"}]}', 16384), conc: 1, marker: null },
+  json64: { path: '/v1/chat/completions', headers: OAH, body: prose('{"model":"gpt-4o-mini","messages":[{"role":"user","content":"', '"}]}', 65536), conc: 1, marker: null },
   anth1: { path: '/v1/messages', headers: ANH, body: pad('{"model":"claude-haiku-4-5","max_tokens":256,"stream":true,"messages":[{"role":"user","content":"', '"}]}', 1024), conc: 1, marker: 'text_delta' },
   anth8: { path: '/v1/messages', headers: ANH, body: pad('{"model":"claude-haiku-4-5","max_tokens":256,"stream":true,"messages":[{"role":"user","content":"', '"}]}', 1024), conc: 8, marker: 'text_delta' },
   oai8: { path: '/v1/chat/completions', headers: OAH, body: pad('{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"', '"}]}', 1024), conc: 8, marker: '"content":"h' },
