@@ -3,8 +3,9 @@
  * hundreds of microseconds of scanning and serialising, and reading a stream's usage tens,
  * which on the serving thread would delay the requests queued behind them. The serving thread
  * copies the bytes into shared pages (job.ts) and posts a batch's jobs in one flat message;
- * the worker answers the records' bytes. If the worker dies, jobs fail and the capture makes
- * them itself (capture.ts); a new worker is started for later jobs.
+ * the worker answers the records' bytes. If the worker dies (or answers nothing for
+ * `stuckMs` while jobs wait), jobs fail and the capture makes them itself (capture.ts); a new
+ * worker is started for later jobs. A worker that is only slow (no CPU) is waited for.
  */
 import { Worker } from 'node:worker_threads';
 import { jobCount, type BatchCut, type ContentPreparer, type JobsMessage, type PreparedRecords } from '@sightline/capture';
@@ -13,37 +14,54 @@ import type { ContentJobAnswer, RecordJobsMessage } from './content-thread.js';
 interface Waiting {
   resolve: (r: ContentJobAnswer) => void;
   reject: (e: Error) => void;
-  timer: NodeJS.Timeout;
+  /** performance.now() when it was posted. */
+  posted: number;
 }
 
-/** A batch the worker has not answered in time (it runs at nice 19 and got no CPU). */
-class LateError extends Error {}
-
-/** Once a minute at most, the log says the serving thread made late batches itself. */
+/** Once a minute at most, the log says batches waited long for the thread. */
 const LATE_LOG_MS = 60_000;
 
 /** The worker's entry: the compiled .js, or under tsx a bootstrap that loads the .ts source. */
 const ENTRY = new URL(import.meta.url.endsWith('.ts') ? './content-thread-dev.mjs' : './content-thread.js', import.meta.url);
+
+export interface ContentWorkerOptions {
+  /** A batch answered after this long counts as late (`late`, /metrics). Default 1 000 ms. */
+  lateMs?: number;
+  /**
+   * With jobs waiting and no answer at all for this long, the thread is taken for stuck: it is
+   * terminated, its jobs are made by the capture, and a new thread takes later ones. Starved of
+   * CPU it still answers now and then; this is for a thread that never will. Default 60 000 ms.
+   */
+  stuckMs?: number;
+}
 
 export class ContentWorker implements ContentPreparer {
   #worker: Worker | null = null;
   #nextId = 0;
   readonly #waiting = new Map<number, Waiting>();
   #closed = false;
-  /** Batches the worker did not answer in time, made by the capture in the serving thread. */
+  /** Batches answered more than `lateMs` after they were posted (the thread got little CPU). */
   late = 0;
   #lateLogged = -Infinity;
+  readonly #lateMs: number;
+  readonly #stuckMs: number;
+  /** When the thread last answered, or when it was given work while it had none. */
+  #lastAnswer = 0;
+  #watchdog: NodeJS.Timeout | null = null;
 
+  /**
+   * The thread runs at the lowest priority (content-thread.ts), so on a core kept busy by the
+   * serving thread it may get no CPU until the load eases. Its batches wait for it (the capture
+   * bounds how much: `preparingMaxBytes`), rather than being made on the serving thread when
+   * late: that made every batch due in a busy turn of the loop at once.
+   */
   constructor(
     readonly log: (msg: string) => void = () => {},
-    /**
-     * How long a batch may wait for the worker. It runs at the lowest priority (content-thread.ts),
-     * so on a core kept busy by the serving thread it may get no CPU at all: past this, the
-     * capture makes the batch itself, as before there was a worker, rather than let records
-     * pile up. Its late answer is dropped.
-     */
-    readonly answerTimeoutMs = 1000,
-  ) {}
+    opts: ContentWorkerOptions = {},
+  ) {
+    this.#lateMs = opts.lateMs ?? 1_000;
+    this.#stuckMs = opts.stuckMs ?? 60_000;
+  }
 
   /**
    * Starts the thread now rather than at the first job: its start (loading modules; seconds
@@ -62,47 +80,68 @@ export class ContentWorker implements ContentPreparer {
     const w = new Worker(ENTRY);
     w.unref();
     w.on('message', (a: ContentJobAnswer) => {
+      if (this.#worker !== w) return;
+      this.#lastAnswer = performance.now();
       const job = this.#waiting.get(a.id);
       if (job === undefined) return;
       this.#waiting.delete(a.id);
-      clearTimeout(job.timer);
+      const waited = this.#lastAnswer - job.posted;
+      if (waited > this.#lateMs) {
+        this.late++;
+        if (this.#lastAnswer - this.#lateLogged >= LATE_LOG_MS) {
+          this.#lateLogged = this.#lastAnswer;
+          this.log(`content worker: a batch waited ${Math.round(waited)} ms for the thread (the core is busy; ${this.late} such batches so far)`);
+        }
+      }
       if ('error' in a) job.reject(new Error(`content worker: ${a.error}`));
       else job.resolve(a);
     });
-    const fail = (e: unknown): void => {
-      if (this.#worker === w) this.#worker = null;
-      const err = e instanceof Error ? e : new Error(`content worker stopped (${String(e)})`);
-      if (!this.#closed) this.log(`content worker: ${err.message}; preparing content in the serving thread until it is back`);
-      for (const job of this.#waiting.values()) {
-        clearTimeout(job.timer);
-        job.reject(err);
-      }
-      this.#waiting.clear();
-    };
-    w.on('error', fail);
-    w.on('exit', (code) => fail(new Error(`content worker exited with code ${code}`)));
+    w.on('error', (e) => this.#fail(w, e));
+    w.on('exit', (code) => this.#fail(w, new Error(`content worker exited with code ${code}`)));
     this.#worker = w;
     return w;
   }
 
+  /** The thread `w` is gone or given up on: its jobs fail, and the capture makes them. */
+  #fail(w: Worker, e: unknown): void {
+    if (this.#worker !== w) return;
+    this.#worker = null;
+    const err = e instanceof Error ? e : new Error(`content worker stopped (${String(e)})`);
+    if (!this.#closed) this.log(`content worker: ${err.message}; the serving thread prepares its ${this.#waiting.size} waiting batches, and a new thread later ones`);
+    this.reclaim(err);
+  }
+
+  reclaim(err: Error = new Error('content worker: taken back')): void {
+    const jobs = [...this.#waiting.values()];
+    this.#waiting.clear();
+    for (const job of jobs) job.reject(err);
+  }
+
+  /** Terminates a thread that has answered nothing for `stuckMs` while jobs waited. */
+  #watch(): void {
+    if (this.#watchdog !== null) return;
+    this.#watchdog = setTimeout(() => {
+      this.#watchdog = null;
+      const w = this.#worker;
+      if (this.#waiting.size === 0 || w === null) return;
+      const idle = performance.now() - this.#lastAnswer;
+      if (idle < this.#stuckMs) {
+        this.#watch();
+        return;
+      }
+      this.#fail(w, new Error(`content worker: no answer in ${Math.round(idle)} ms; terminated`));
+      void w.terminate();
+    }, Math.max(1, this.#stuckMs - (performance.now() - this.#lastAnswer)));
+    this.#watchdog.unref();
+  }
+
   prepareJobs(jobs: JobsMessage, maxBytes: number, keepBase64: boolean, cut: BatchCut): Promise<PreparedRecords> {
     const n = jobCount(jobs);
-    const late = (e: unknown): PreparedRecords => {
-      if (!(e instanceof LateError)) throw e;
-      // Every job null: the capture makes them all (capture.ts), as it does those the worker fails.
-      this.late++;
-      const t = Date.now();
-      if (t - this.#lateLogged >= LATE_LOG_MS) {
-        this.#lateLogged = t;
-        this.log(`content worker: no answer in ${this.answerTimeoutMs} ms (the core is busy); the serving thread makes such batches itself (${this.late} so far)`);
-      }
-      return { buffer: new ArrayBuffer(0), spans: new Int32Array(n * 2).fill(-1), starts: new Int32Array(0) };
-    };
     return this.#post((id): RecordJobsMessage => ({ id, jobs, maxBytes, keepBase64, cut })).then((a) => {
       if (!('spans' in a) || a.spans.length !== n * 2) throw new Error('content worker: unexpected answer');
       // A job the worker could not make (length −1) is made by the capture itself.
       return { buffer: a.buffer, spans: a.spans, starts: a.starts };
-    }, late);
+    });
   }
 
   /**
@@ -115,25 +154,28 @@ export class ContentWorker implements ContentPreparer {
     const w = this.#worker ?? this.#start();
     const id = ++this.#nextId;
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        if (this.#waiting.delete(id)) reject(new LateError('late'));
-      }, this.answerTimeoutMs);
-      timer.unref();
-      this.#waiting.set(id, { resolve, reject, timer });
+      const now = performance.now();
+      // The stuck clock starts when the thread is given work while it has none.
+      if (this.#waiting.size === 0) this.#lastAnswer = now;
+      this.#waiting.set(id, { resolve, reject, posted: now });
       try {
         w.postMessage(message(id));
       } catch (e) {
-        clearTimeout(timer);
         this.#waiting.delete(id);
         reject(e as Error);
+        return;
       }
+      this.#watch();
     });
   }
 
   async close(): Promise<void> {
     this.#closed = true;
+    if (this.#watchdog !== null) clearTimeout(this.#watchdog);
     const w = this.#worker;
     this.#worker = null;
+    // Jobs still waiting are the capture's to make (it flushes before it closes this).
+    this.reclaim(new Error('content worker closed'));
     if (w !== null) await w.terminate();
   }
 }

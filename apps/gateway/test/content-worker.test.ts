@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MemoryBus } from '@sightline/bus';
-import { BATCH_HEAD_ROOM, Capture, JobBatch, PagePool, RequestRecord, jobCount, preparedViews, keepContent, keepResponseChunk, toWire, type ContentPreparer } from '@sightline/capture';
+import { BATCH_HEAD_ROOM, Capture, JobBatch, PagePool, RequestRecord, jobCount, preparedViews, keepContent, keepResponseChunk, toWire, type BatchCut, type ContentPreparer, type JobsMessage, type PreparedRecords } from '@sightline/capture';
 import type { CaptureBatchV2 } from '@sightline/core';
 import { redactSecrets } from '@sightline/redact';
 import { ContentWorker } from '../src/content-worker.js';
@@ -93,6 +93,7 @@ test('the records of a batch go to the worker in one message; their usage is rea
     get pending() {
       return w.pending;
     },
+    reclaim: () => w.reclaim(),
     close: () => w.close(),
   };
   const bus = new MemoryBus();
@@ -165,6 +166,7 @@ test('records whose worker dies after it was handed them are prepared in the ser
     get pending() {
       return w.pending;
     },
+    reclaim: () => w.reclaim(),
     close: () => w.close(),
   };
   const bus = new MemoryBus();
@@ -178,10 +180,10 @@ test('records whose worker dies after it was handed them are prepared in the ser
   assert.equal(capture.stats.dropped, 0);
 });
 
-test('a batch the worker does not answer in time is made in the serving thread, once; its late answer is dropped', async () => {
+test('a batch the thread answers late is counted late and published once, from its answer: the serving thread does not make it too', async () => {
   const logs: string[] = [];
-  // 1 ms: the worker's start alone takes longer, and so does scanning 20 prompts of 300 KiB.
-  const w = new ContentWorker((m) => logs.push(m), 1);
+  // 1 ms: the thread's start alone takes longer, and so does scanning 20 prompts of 300 KiB.
+  const w = new ContentWorker((m) => logs.push(m), { lateMs: 1 });
   const bus = new MemoryBus();
   const capture = new Capture({ instance: 'gw-late', config: captureConfig({ flushIntervalMs: 60_000 }), publisher: bus, content: { maxBytes: 256 * 1024, keepBase64: false, redactSecrets }, contentPreparer: w });
   try {
@@ -195,12 +197,113 @@ test('a batch the worker does not answer in time is made in the serving thread, 
     assert.deepEqual(recs.map((r) => r.seq), [...Array(20).keys()]);
     assert.ok(recs.every((r) => r.content !== null && r.content.request.includes('[SECRET:openai]') && r.content.requestTruncated));
     assert.ok(!JSON.stringify(recs).includes(LEAKED));
+    assert.deepEqual([capture.stats.dropped, capture.stats.contentMadeHere, w.late], [0, 0, 1]);
+    assert.equal(logs.filter((l) => /a batch waited \d+ ms for the thread/.test(l)).length, 1);
+    assert.equal((await bus.fetch(10, 10)).length, 0, 'nothing published twice');
+  } finally {
+    await w.close();
+  }
+});
+
+/** The real worker behind a gate: its answers are held until `open()`; `reclaim` rejects the held ones. */
+function gated(w: ContentWorker): ContentPreparer & { posted: number; open: () => void } {
+  let opened = false;
+  const held: { go: () => void; fail: (e: Error) => void }[] = [];
+  const p = {
+    posted: 0,
+    prepareJobs: (js: JobsMessage, m: number, k: boolean, c: BatchCut): Promise<PreparedRecords> => {
+      p.posted++;
+      const answer = w.prepareJobs(js, m, k, c);
+      if (opened) return answer;
+      return new Promise<void>((go, fail) => held.push({ go, fail })).then(() => answer);
+    },
+    get pending() {
+      return held.length + w.pending;
+    },
+    reclaim: () => {
+      for (const h of held.splice(0)) h.fail(new Error('taken back'));
+    },
+    open: () => {
+      opened = true;
+      for (const h of held.splice(0)) h.go();
+    },
+    close: () => w.close(),
+  };
+  return p;
+}
+
+test('while the thread holds preparingMaxBytes of unanswered jobs, the next batch is made in the serving thread; nothing is lost or doubled', async () => {
+  const w = new ContentWorker();
+  const g = gated(w);
+  const bus = new MemoryBus();
+  // One 300 KiB prompt is past a 1 KiB bound: the first batch waits for the thread, the second cannot.
+  const capture = new Capture({ instance: 'gw-bound', config: captureConfig({ flushIntervalMs: 60_000, batchMaxRequests: 2 }), publisher: bus, content: { maxBytes: 256 * 1024, keepBase64: false, redactSecrets }, contentPreparer: g, preparingMaxBytes: 1024 });
+  try {
+    const seq = (i: number) => {
+      const r = record(300);
+      r.seq = i;
+      capture.record(r);
+    };
+    seq(0);
+    seq(1);
+    await new Promise((r) => setTimeout(r, 20));
+    assert.deepEqual([g.posted, capture.stats.contentMadeHere], [1, 0]);
+    seq(2);
+    seq(3);
+    await new Promise((r) => setTimeout(r, 20));
+    assert.deepEqual([g.posted, capture.stats.contentMadeHere], [1, 1], 'the second batch was made here, not posted');
+    assert.deepEqual((await published(bus, 2)).flatMap((b) => b.records).map((r) => r.seq), [2, 3]);
+    g.open();
+    assert.equal(await capture.close(10_000), 0);
+    const recs = (await published(bus, 2)).flatMap((b) => b.records);
+    assert.deepEqual(recs.map((r) => r.seq), [0, 1]);
+    assert.ok(recs.every((r) => r.content !== null && r.content.request.includes('[SECRET:openai]')));
     assert.equal(capture.stats.dropped, 0);
-    assert.equal(w.late, 1);
-    assert.equal(logs.filter((l) => l.includes('no answer in 1 ms')).length, 1);
-    // The worker's answer, when it comes, finds nothing waiting for it: nothing is published twice.
-    await new Promise((r) => setTimeout(r, 300));
-    assert.equal((await bus.fetch(10, 10)).length, 0);
+  } finally {
+    await w.close();
+  }
+});
+
+test('at shutdown, batches the thread has not answered by half the deadline are taken back and made in the serving thread', async () => {
+  const w = new ContentWorker();
+  const g = gated(w);
+  const bus = new MemoryBus();
+  const capture = new Capture({ instance: 'gw-shut', config: captureConfig({ flushIntervalMs: 60_000 }), publisher: bus, content: { maxBytes: 256 * 1024, keepBase64: false, redactSecrets }, contentPreparer: g });
+  try {
+    for (let i = 0; i < 3; i++) capture.record(streamed(i));
+    const t0 = Date.now();
+    assert.equal(await capture.close(1000), 0);
+    const took = Date.now() - t0;
+    assert.ok(took >= 450 && took < 1000, `closed after ${took} ms`);
+    assert.deepEqual([g.posted, capture.stats.contentMadeHere, capture.stats.dropped], [1, 1, 0]);
+    const recs = (await published(bus, 3)).flatMap((b) => b.records);
+    assert.deepEqual(recs.map((r) => [r.inputTokens, r.outputTokens]), [[10, 20], [11, 21], [12, 22]]);
+  } finally {
+    await w.close();
+  }
+});
+
+test('a thread that answers nothing for stuckMs while jobs wait is terminated: the serving thread makes them, none lost, and a new thread takes later jobs', async () => {
+  const logs: string[] = [];
+  // 1 ms: no thread starts and answers that fast.
+  const w = new ContentWorker((m) => logs.push(m), { stuckMs: 1 });
+  const bus = new MemoryBus();
+  const capture = new Capture({ instance: 'gw-stuck', config: captureConfig({ flushIntervalMs: 60_000, batchMaxRequests: 2 }), publisher: bus, content: { maxBytes: 256 * 1024, keepBase64: false, redactSecrets }, contentPreparer: w });
+  try {
+    capture.record(streamed(0));
+    capture.record(streamed(1));
+    const first = (await published(bus, 2)).flatMap((b) => b.records);
+    assert.deepEqual(first.map((r) => r.outputTokens), [20, 21]);
+    assert.equal(capture.stats.contentMadeHere, 1);
+    assert.ok(logs.some((l) => /no answer in \d+ ms; terminated/.test(l)), logs.join(' | '));
+    // Later jobs go to a new thread (which is stuck too, by this bound, and terminated in turn).
+    capture.record(streamed(2));
+    capture.record(streamed(3));
+    const second = (await published(bus, 2)).flatMap((b) => b.records);
+    assert.deepEqual(second.map((r) => r.outputTokens), [22, 23]);
+    assert.equal(capture.stats.contentMadeHere, 2);
+    assert.equal(await capture.close(2000), 0);
+    assert.equal(capture.stats.dropped, 0);
   } finally {
     await w.close();
   }

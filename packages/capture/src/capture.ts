@@ -50,7 +50,22 @@ export interface CaptureOptions {
    * JSON): kept off the serving thread, it cannot hold up the requests behind it (issue 15).
    */
   contentPreparer?: ContentPreparer;
+  /**
+   * Bytes of jobs the preparer may hold unanswered (DEFAULT_PREPARING_MAX_BYTES). Past it, a
+   * flush's records are made in this thread instead of waiting behind the others, so a
+   * preparer that gets no CPU (a saturated core) holds bounded memory.
+   */
+  preparingMaxBytes?: number;
 }
+
+/**
+ * 64 MiB: at 64 KiB prompts, about a thousand requests. The content thread runs at nice 19 and
+ * on a saturated core gets almost no CPU until the load eases; until then its batches wait.
+ * Before, a batch it left unanswered for 1 s was made on the serving thread: under sustained
+ * load many came due in the same turn of the event loop, and making them stalled it for up to
+ * 1.5 s (64 KiB prompts, loop rig, 1 December).
+ */
+export const DEFAULT_PREPARING_MAX_BYTES = 64 * 1024 * 1024;
 
 /**
  * The largest serialised record: under NATS's default max_payload (1 MiB) with room for the
@@ -87,6 +102,9 @@ export class Capture implements CaptureSink {
   readonly #preparer: ContentPreparer | undefined;
   /** Records waiting for their usage and content: held in #jobs, or at the preparer. */
   #preparing = 0;
+  /** Bytes of the jobs at the preparer, not answered yet. */
+  #preparingBytes = 0;
+  readonly #preparingMaxBytes: number;
   /** Shared pages for the jobs' bytes, reused from batch to batch. */
   readonly #pages = new PagePool();
   /** Records handed over since the last flush: their heads and jobs (job.ts), sent to the preparer together. */
@@ -119,7 +137,7 @@ export class Capture implements CaptureSink {
   #idleWaiters: (() => void)[] = [];
 
   readonly stats: CaptureStats = {
-    recorded: 0, published: 0, publishedBatches: 0, publishFailures: 0, spooled: 0, replayed: 0, dropped: 0, refused: 0, queued: 0, spoolBatches: 0, spoolBytes: 0,
+    recorded: 0, published: 0, publishedBatches: 0, publishFailures: 0, spooled: 0, replayed: 0, dropped: 0, refused: 0, queued: 0, spoolBatches: 0, spoolBytes: 0, contentMadeHere: 0,
   };
 
   constructor(opts: CaptureOptions) {
@@ -130,6 +148,7 @@ export class Capture implements CaptureSink {
     this.#onError = opts.onError ?? (() => {});
     this.#content = opts.content;
     this.#preparer = opts.contentPreparer;
+    this.#preparingMaxBytes = opts.preparingMaxBytes ?? DEFAULT_PREPARING_MAX_BYTES;
     this.#spool = opts.spoolDir === undefined || opts.spoolDir === null ? null : new Spool(opts.spoolDir, opts.spoolMaxBytes ?? 1024 ** 3);
     this.#syncSpoolStats();
     // Batches left by an earlier run are replayed as soon as publishing works.
@@ -216,8 +235,8 @@ export class Capture implements CaptureSink {
 
   /**
    * Sends the records handed over since the last flush to the preparer, in one message; their
-   * batch is built when the answer comes. If the preparer fails, they are prepared here
-   * rather than lost.
+   * batch is built when the answer comes. If the preparer fails, or already holds
+   * `preparingMaxBytes` of jobs, they are prepared here rather than lost or left to pile up.
    */
   #sendJobs(): void {
     const batch = this.#jobs;
@@ -226,8 +245,12 @@ export class Capture implements CaptureSink {
     this.#jobs = new JobBatch(this.#pages);
     const content = this.#content!;
     const message = batch.message();
+    const bytes = batch.bytes;
+    let posted = false;
     const done = (records: readonly (Uint8Array | null)[]): void => {
       this.#preparing -= n;
+      if (posted) this.#preparingBytes -= bytes;
+      if (records.length === 0) this.stats.contentMadeHere++;
       let here: ReturnType<typeof jobsOf> | null = null;
       for (let i = 0; i < n; i++) {
         let data = records[i] ?? null;
@@ -250,6 +273,13 @@ export class Capture implements CaptureSink {
       this.#buildBatches();
       this.#pump();
     };
+    // One batch may always wait at the preparer, however large.
+    if (this.#preparingBytes > 0 && this.#preparingBytes + bytes > this.#preparingMaxBytes) {
+      done([]);
+      return;
+    }
+    posted = true;
+    this.#preparingBytes += bytes;
     this.#preparer!.prepareJobs(message, content.maxBytes, content.keepBase64, { maxBytes: this.#maxBytes, maxRequests: this.#cfg.batchMaxRequests }).then((p) => {
       let records: (Uint8Array | null)[];
       try {
@@ -530,8 +560,13 @@ export class Capture implements CaptureSink {
     }
     const deadline = Date.now() + timeoutMs;
     this.#sendJobs();
-    // Records whose content is being prepared come back within the deadline, or are counted below.
-    while (this.#preparing > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    // Records whose content is being prepared come back; those the preparer has not answered
+    // by half the deadline (it may get no CPU on a busy core) are taken back and made here.
+    const reclaimAt = Date.now() + timeoutMs / 2;
+    while (this.#preparing > 0 && Date.now() < deadline) {
+      if (Date.now() >= reclaimAt) this.#preparer?.reclaim();
+      await new Promise((r) => setTimeout(r, 5));
+    }
     this.#buildBatches();
     for (;;) {
       const busy = this.#outbox.length > 0 || this.#inFlight > 0 || this.#appending > 0 || (this.#spool !== null && this.#spool.count > 0 && !this.#failing);

@@ -255,5 +255,7 @@ export interface ContentPreparer {
   prepareJobs(jobs: JobsMessage, maxBytes: number, keepBase64: boolean, cut: BatchCut): Promise<PreparedRecords>;
   /** Jobs sent and not answered yet. */
   readonly pending: number;
+  /** Gives up on every job not answered yet: each rejects, and the capture makes its records itself. */
+  reclaim(): void;
   close(): Promise<void>;
 }

@@ -28,6 +28,11 @@ export interface CaptureStats {
   /** Batches in the disk spool. */
   spoolBatches: number;
   spoolBytes: number;
+  /**
+   * Batches whose usage and content this thread made itself, not the content preparer: it
+   * failed, held `preparingMaxBytes` of unanswered jobs already, or was given up on at shutdown.
+   */
+  contentMadeHere: number;
 }
 
 export interface CaptureSink {
