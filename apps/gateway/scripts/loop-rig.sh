@@ -4,6 +4,7 @@
 # GWFLAGS_B / GWFLAGS_A / GWFLAGS_OFF / GWFLAGS_PROXY add node flags (e.g. --cpu-prof). BEFORE_TREE=none: no "before"
 # gateway. A bare Node hop (bench/src/peers/node-proxy.ts, or PROXY_SRC under bench/src/peers) is started too.
 # CONFIG_A: a configuration file (SIGHTLINE_CONFIG) for this tree's capture-on gateway, e.g. other batch bounds.
+# ENV_A / ENV_B: extra NAME=value settings for this tree's / the before tree's capture-on gateway (e.g. SIGHTLINE_CONTENT_THREAD=0).
 # loop-stop.sh stops them by pid.
 set -e
 D=${LOOP_DIR:-/tmp/loop/run}; rm -rf $D; mkdir -p $D/js $D/spool-b $D/spool-a $D/spool-off
@@ -15,10 +16,10 @@ node --import tsx bench/mock/main.ts --port $MP --ttft-ms 5 --gap-ms 2 --chunks 
 sleep 2
 export OPENAI_BASE_URL=http://127.0.0.1:$MP/v1 ANTHROPIC_BASE_URL=http://127.0.0.1:$MP NATS_URL=nats://127.0.0.1:$NP SIGHTLINE_MODELS_REFRESH_MS=0
 if [ "${BEFORE_TREE:?a checkout of the code to compare with, or none}" != none ]; then
-  (cd "$BEFORE_TREE" && GATEWAY_PORT=$PB SIGHTLINE_SPOOL_DIR=$D/spool-b exec node $GWFLAGS_B --import tsx apps/gateway/src/main.ts > $D/gw-b.log 2>&1) & echo $! > $D/gw-b.pid
+  (cd "$BEFORE_TREE" && GATEWAY_PORT=$PB SIGHTLINE_SPOOL_DIR=$D/spool-b exec env ${ENV_B:-} node $GWFLAGS_B --import tsx apps/gateway/src/main.ts > $D/gw-b.log 2>&1) & echo $! > $D/gw-b.pid
 else PB=$PA; fi
 node $GWFLAGS_PROXY --import tsx bench/src/peers/${PROXY_SRC:-node-proxy.ts} --port $PP --upstream http://127.0.0.1:$MP > $D/proxy.log 2>&1 & echo $! > $D/proxy.pid
-GATEWAY_PORT=$PA SIGHTLINE_SPOOL_DIR=$D/spool-a SIGHTLINE_CONFIG=${CONFIG_A:-} node $GWFLAGS_A --import tsx apps/gateway/src/main.ts > $D/gw-a.log 2>&1 & echo $! > $D/gw-a.pid
+GATEWAY_PORT=$PA SIGHTLINE_SPOOL_DIR=$D/spool-a SIGHTLINE_CONFIG=${CONFIG_A:-} env ${ENV_A:-} node $GWFLAGS_A --import tsx apps/gateway/src/main.ts > $D/gw-a.log 2>&1 & echo $! > $D/gw-a.pid
 GATEWAY_PORT=$POFF SIGHTLINE_SPOOL_DIR=$D/spool-off SIGHTLINE_BENCH_CAPTURE_OFF=1 node $GWFLAGS_OFF --import tsx apps/gateway/src/main.ts > $D/gw-off.log 2>&1 & echo $! > $D/gw-off.pid
 if [ "$BEFORE_TREE" != none ]; then echo "MOCK=$MP BEFORE=$PB AFTER=$PA OFF=$POFF PROXY=$PP NATS=$NP" > $D/ports
 else echo "MOCK=$MP ON=$PA OFF=$POFF PROXY=$PP NATS=$NP" > $D/ports; fi

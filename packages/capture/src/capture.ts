@@ -59,13 +59,15 @@ export interface CaptureOptions {
 }
 
 /**
- * 64 MiB: at 64 KiB prompts, about a thousand requests. The content thread runs at nice 19 and
- * on a saturated core gets almost no CPU until the load eases; until then its batches wait.
- * Before, a batch it left unanswered for 1 s was made on the serving thread: under sustained
- * load many came due in the same turn of the event loop, and making them stalled it for up to
- * 1.5 s (64 KiB prompts, loop rig, 1 December).
+ * 4 MiB: about 60 requests of 64 KiB prompts, 3,000 of 1 KiB. The content thread runs at nice
+ * 19 and on a saturated core gets almost no CPU until the load eases; its batches wait for it
+ * up to this bound, and past it the serving thread makes them (as with no thread), so capture
+ * stays current and memory bounded. Before, a batch it left unanswered for 1 s was made on the
+ * serving thread: under sustained load many came due in the same turn of the event loop, and
+ * making them stalled it for 0.4 to 1.9 s (64 KiB prompts, loop rig, 1 December). 64 MiB held
+ * thousands of requests back for seconds under the same load, with no better tail.
  */
-export const DEFAULT_PREPARING_MAX_BYTES = 64 * 1024 * 1024;
+export const DEFAULT_PREPARING_MAX_BYTES = 4 * 1024 * 1024;
 
 /**
  * The largest serialised record: under NATS's default max_payload (1 MiB) with room for the
