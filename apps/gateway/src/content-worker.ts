@@ -93,7 +93,11 @@ export class ContentWorker implements ContentPreparer {
           this.log(`content worker: a batch waited ${Math.round(waited)} ms for the thread (the core is busy; ${this.late} such batches so far)`);
         }
       }
-      if ('error' in a) job.reject(new Error(`content worker: ${a.error}`));
+      if ('error' in a) {
+        // A fault in the thread's code: the capture makes these records itself.
+        this.log(`content worker: ${a.error}`);
+        job.reject(new Error(`content worker: ${a.error}`));
+      }
       else job.resolve(a);
     });
     w.on('error', (e) => this.#fail(w, e));

@@ -215,6 +215,8 @@ function gated(w: ContentWorker): ContentPreparer & { posted: number; open: () =
       p.posted++;
       const answer = w.prepareJobs(js, m, k, c);
       if (opened) return answer;
+      // Held: if the gate never opens, its rejection (the worker closed) is nobody's to handle.
+      answer.catch(() => {});
       return new Promise<void>((go, fail) => held.push({ go, fail })).then(() => answer);
     },
     get pending() {
@@ -252,7 +254,17 @@ test('while the thread holds preparingMaxBytes of unanswered jobs, the next batc
     seq(3);
     await new Promise((r) => setTimeout(r, 20));
     assert.deepEqual([g.posted, capture.stats.contentMadeHere], [1, 1], 'the second batch was made here, not posted');
-    assert.deepEqual((await published(bus, 2)).flatMap((b) => b.records).map((r) => r.seq), [2, 3]);
+    // Laid out as the thread lays out its answers: the batch is written where its records lie.
+    let raw: Awaited<ReturnType<MemoryBus['fetch']>>[number] | undefined;
+    await waitFor('the batch made here', async () => {
+      [raw] = await bus.fetch(1, 10);
+      return raw !== undefined;
+    });
+    const head = Buffer.from(raw!.data).toString('utf8').split('"records":[')[0]!.length + '"records":['.length;
+    assert.equal(raw!.data.byteOffset, BATCH_HEAD_ROOM - head);
+    raw!.nak();
+    // (A nak'ed message comes back last: the order of the batches is not the question here.)
+    assert.deepEqual((await published(bus, 2)).flatMap((b) => b.records).map((r) => r.seq).sort(), [2, 3]);
     g.open();
     assert.equal(await capture.close(10_000), 0);
     const recs = (await published(bus, 2)).flatMap((b) => b.records);

@@ -22,7 +22,7 @@ import type { CaptureConfig } from '@sightline/config';
 import type { RequestRecord } from './record.js';
 import { batchHead, toWire } from './wire.js';
 import { type ContentOptions, type ContentPreparer } from './content.js';
-import { BATCH_HEAD_ROOM, RECORD_GAP_BYTES, BatchCutter, JobBatch, PagePool, jobsOf, preparedViews, prepareJob, recordJson } from './job.js';
+import { BATCH_HEAD_ROOM, RECORD_GAP_BYTES, BatchCutter, JobBatch, PagePool, jobsOf, preparedViews, prepareJob, recordJson, recordsBytes } from './job.js';
 import { Spool, type SpoolEntry } from './spool.js';
 import type { CaptureSink, CaptureStats } from './sink.js';
 
@@ -249,11 +249,25 @@ export class Capture implements CaptureSink {
     const message = batch.message();
     const bytes = batch.bytes;
     let posted = false;
+    const cut = { maxBytes: this.#maxBytes, maxRequests: this.#cfg.batchMaxRequests };
     const done = (records: readonly (Uint8Array | null)[]): void => {
       this.#preparing -= n;
       if (posted) this.#preparingBytes -= bytes;
-      if (records.length === 0) this.stats.contentMadeHere++;
       let here: ReturnType<typeof jobsOf> | null = null;
+      if (records.length === 0) {
+        // Made here, the whole batch: laid out as the thread lays it out (one buffer, room for
+        // the batch headers), so it is published without a copy. A job that fails here too is
+        // tried once more alone below, and counted if it fails again.
+        this.stats.contentMadeHere++;
+        try {
+          here = jobsOf(message);
+          const p = recordsBytes(here.heads, here.jobs, content.maxBytes, content.keepBase64, content.redactSecrets, cut);
+          records = preparedViews(p);
+          if (p.starts.length > 0) this.#roomy.set(p.buffer, new Set(p.starts));
+        } catch (e) {
+          this.#onError(e);
+        }
+      }
       for (let i = 0; i < n; i++) {
         let data = records[i] ?? null;
         if (data === null) {
@@ -282,7 +296,7 @@ export class Capture implements CaptureSink {
     }
     posted = true;
     this.#preparingBytes += bytes;
-    this.#preparer!.prepareJobs(message, content.maxBytes, content.keepBase64, { maxBytes: this.#maxBytes, maxRequests: this.#cfg.batchMaxRequests }).then((p) => {
+    this.#preparer!.prepareJobs(message, content.maxBytes, content.keepBase64, cut).then((p) => {
       let records: (Uint8Array | null)[];
       try {
         records = preparedViews(p);
@@ -292,9 +306,9 @@ export class Capture implements CaptureSink {
         records = [];
       }
       done(records);
-    }, (e: unknown) => {
-      // The worker could not: prepare them here rather than lose them.
-      this.#onError(e);
+    }, () => {
+      // The preparer could not (it logs why; counted in contentMadeHere): prepare them here
+      // rather than lose them.
       done([]);
     });
   }
