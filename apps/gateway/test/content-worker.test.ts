@@ -109,7 +109,7 @@ test('the records of a batch go to the worker in one message; their usage is rea
     const [raw] = await bus.fetch(10, 10);
     const head = Buffer.from(raw!.data).toString('utf8').split('"records":[')[0]!.length + '"records":['.length;
     assert.equal(raw!.data.byteOffset, BATCH_HEAD_ROOM - head);
-    assert.equal(raw!.data.buffer.byteLength, raw!.data.byteOffset + raw!.data.length);
+    assert.ok(raw!.data.buffer.byteLength >= raw!.data.byteOffset + raw!.data.length);
     raw!.nak();
     const batches = await published(bus, 5);
     const recs = batches.flatMap((b) => b.records);

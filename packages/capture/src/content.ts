@@ -226,7 +226,8 @@ export interface JobsMessage {
 
 /**
  * A batch's records made whole, as `recordsBytes` (job.ts) lays them out: one buffer that is
- * the capture's from then on (it writes batch headers into its free room), per record its
+ * the capture's from then on (it writes batch headers into its free room; it may run on past
+ * the last record, as it is sized ahead), per record its
  * offset and length in it (length −1: not made; the capture makes that one itself), and the
  * offsets of the records with free room before them.
  */

@@ -261,45 +261,50 @@ export class BatchCutter {
  * no bytes); `starts`, the offsets of the records with room before them.
  */
 export function recordsBytes(heads: readonly string[], jobs: readonly RecordJob[], maxBytes: number, keepBase64: boolean, redactSecrets: SecretRedactor, cut: BatchCut): PreparedRecords {
-  const json: (string | null)[] = [];
-  const lengths: number[] = [];
   const cutter = new BatchCutter(cut.maxBytes, cut.maxRequests);
-  const room: boolean[] = [];
-  let total = 0;
+  // Each record is written as soon as it is made, so its JSON string dies young: keeping a
+  // batch's strings until the end (to size the buffer exactly) had the young generation copy
+  // them at every scavenge (16 KiB prompts: p50 207 µs a record against a best of 49).
+  // The buffer starts at an estimate (JSON escaping adds a little to a JSON body) and doubles
+  // when a record does not fit; what is left at its end goes with it.
+  let estimate = 0;
+  for (const j of jobs) estimate += 1024 + 1.25 * ((j.content?.requestBody?.byteLength ?? 0) + (j.content?.contentOutKept ?? 0));
+  let out = Buffer.from(new ArrayBuffer(Math.ceil(estimate) + BATCH_HEAD_ROOM));
+  const spans = new Int32Array(jobs.length * 2);
+  const starts: number[] = [];
+  let at = 0;
   let first = true;
   for (let i = 0; i < jobs.length; i++) {
     let j: string | null = null;
     try {
       j = recordJson(heads[i]!, prepareJob(jobs[i]!, maxBytes, keepBase64, redactSecrets));
     } catch {
-      // null: the capture makes this one itself
+      // −1: the capture makes this one itself
     }
-    json.push(j);
-    const n = j === null ? -1 : Buffer.byteLength(j);
-    lengths.push(n);
-    const r = n >= 0 && (cutter.add(n) || first);
-    if (n >= 0) first = false;
-    room.push(r);
-    if (n >= 0) total += (r ? BATCH_HEAD_ROOM : 0) + n + RECORD_GAP.length;
-  }
-  const buffer = new ArrayBuffer(total);
-  const out = Buffer.from(buffer);
-  const spans = new Int32Array(jobs.length * 2);
-  const starts: number[] = [];
-  let at = 0;
-  for (let i = 0; i < json.length; i++) {
-    const j = json[i]!;
-    if (room[i]) {
+    if (j === null) {
+      spans[2 * i] = at;
+      spans[2 * i + 1] = -1;
+      continue;
+    }
+    const n = Buffer.byteLength(j);
+    const room = cutter.add(n) || first;
+    first = false;
+    const need = (room ? BATCH_HEAD_ROOM : 0) + n + RECORD_GAP.length;
+    if (at + need > out.length) {
+      const grown = Buffer.from(new ArrayBuffer(Math.max(out.length * 2, at + need)));
+      out.copy(grown, 0, 0, at);
+      out = grown;
+    }
+    if (room) {
       at += BATCH_HEAD_ROOM;
       starts.push(at);
     }
     spans[2 * i] = at;
-    spans[2 * i + 1] = lengths[i]!;
-    if (j === null) continue;
+    spans[2 * i + 1] = n;
     at += out.write(j, at);
     at += RECORD_GAP.copy(out, at);
   }
-  return { buffer, spans, starts: Int32Array.from(starts) };
+  return { buffer: out.buffer as ArrayBuffer, spans, starts: Int32Array.from(starts) };
 }
 
 /** The records of a PreparedRecords as views of its buffer; null where a job was not made. */

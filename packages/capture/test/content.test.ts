@@ -162,7 +162,8 @@ test('a batch of records made whole as bytes (the worker thread\'s answer): each
     assert.equal(Buffer.from(rec).toString('utf8'), expected[i]);
     assert.equal(rec.length, Buffer.byteLength(expected[i]!));
   }
-  assert.equal(buffer.byteLength, BATCH_HEAD_ROOM + records[0]!.length + records[2]!.length + 4);
+  // The buffer holds the records and may run on past them (it is sized ahead, job.ts).
+  assert.ok(buffer.byteLength >= BATCH_HEAD_ROOM + records[0]!.length + records[2]!.length + 4);
   assert.deepEqual([...prepared.starts], [BATCH_HEAD_ROOM]);
 });
 
