@@ -235,6 +235,8 @@ export class NatsConsumer implements BusConsumer {
   readonly #waiters = new Set<() => void>();
   /** Resumes the pump when a fetch made room. */
   #room: (() => void) | null = null;
+  /** The pull being started, while it is. */
+  #starting: Promise<void> | null = null;
   #closing = false;
 
   private constructor(
@@ -334,7 +336,11 @@ export class NatsConsumer implements BusConsumer {
       this.#pullError = null;
       throw e;
     }
-    if (this.#pull === null && !this.#closing) await this.#startPull(max);
+    if (this.#pull === null && !this.#closing) {
+      // One pull however many fetches wait for it to start.
+      this.#starting ??= this.#startPull(max).finally(() => (this.#starting = null));
+      await this.#starting;
+    }
     const deadline = Date.now() + expiresMs;
     while (this.#ready.length < max && this.#pull !== null && !this.#closing) {
       const left = deadline - Date.now();
