@@ -97,8 +97,7 @@ export class ContentWorker implements ContentPreparer {
         // A fault in the thread's code: the capture makes these records itself.
         this.log(`content worker: ${a.error}`);
         job.reject(new Error(`content worker: ${a.error}`));
-      }
-      else job.resolve(a);
+      } else job.resolve(a);
     });
     w.on('error', (e) => this.#fail(w, e));
     w.on('exit', (code) => this.#fail(w, new Error(`content worker exited with code ${code}`)));
