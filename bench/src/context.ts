@@ -193,10 +193,9 @@ export class RunContext {
     const { ingesterUrl, ingester, nats, ch } = this.stack;
     if (ingesterUrl !== undefined) {
       await get('ingester counters', async () =>
-        (await text(`${ingesterUrl}/metrics`))
-          .split('\n')
-          .filter((l) => l.startsWith('sightline_ingest_') && !l.includes('_bucket') && !l.includes('otlp'))
-          .map((l) => l.replace('sightline_ingest_', ''))
+        [...(await this.ingesterCounters())]
+          .filter(([name]) => !name.startsWith('otlp'))
+          .map(([name, v]) => `${name} ${v}`)
           .join(', '),
       );
     }
