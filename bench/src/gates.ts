@@ -90,3 +90,26 @@ export function ladderFloorGates(directSteps: readonly LadderStep[]): Gate[] {
       detail: `${st.ok}/${st.sent} answered: the driver or the mock could not sustain the rate, so this step measures the rig, not the proxies`,
     }));
 }
+
+export const REDELIVERY_GATE = 'ingester: no batch redelivered that it did not give back';
+
+/**
+ * The ingester gives messages back on purpose (nak, then a retry after its backoff) when a
+ * ClickHouse write or a dead-lettering fails, and each comes back as a redelivery. Redeliveries
+ * beyond what it gave back are deliveries it never saw or acknowledgements that were lost:
+ * capture waited out the bus's ack wait. `counters` are the ingester's (RunContext
+ * `ingesterCounters()`); a missing counter fails the gate, as an ingester that cannot say.
+ * A comparison of counts: a message given back that has not come back yet leaves room for one
+ * unexplained redelivery.
+ */
+export function redeliveryGate(counters: ReadonlyMap<string, number>): Gate {
+  const again = counters.get('redelivered_total');
+  const given = counters.get('given_back_total');
+  const shown = (name: string): string => String(counters.get(name) ?? '?');
+  return {
+    name: REDELIVERY_GATE,
+    scope: 'ingester',
+    passed: again !== undefined && given !== undefined && again <= given,
+    detail: `redelivered ${shown('redelivered_total')}, given back ${shown('given_back_total')}, write failures ${shown('write_failures_total')}, dead-lettered ${shown('dead_lettered_total')}, batches ${shown('batches_total')}, requests ${shown('requests_total')}`,
+  };
+}

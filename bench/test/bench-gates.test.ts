@@ -6,7 +6,7 @@
  */
 import { describe, it } from 'node:test';
 import { strict as assert } from 'node:assert';
-import { MAX_ERROR_RATE, blockGates, controlDrift, driftGate, ladderFloorGates } from '../src/gates.js';
+import { MAX_ERROR_RATE, REDELIVERY_GATE, blockGates, controlDrift, driftGate, ladderFloorGates, redeliveryGate } from '../src/gates.js';
 import type { GatedBlock } from '../src/gates.js';
 import type { ArmRow, LadderStep, RunResults, ScenarioResult } from '../src/report.js';
 import { SETTLE_CPU_PCT, pctOfCore } from '../src/settle.js';
@@ -90,6 +90,33 @@ describe('ladder floor gates', () => {
     assert.equal(gates[0]?.passed, false);
     assert.match(gates[0]?.detail ?? '', /^90\/100 answered: /);
     assert.deepEqual(ladderFloorGates([]), []);
+  });
+});
+
+describe('ingester redelivery gate', () => {
+  const counters = (redelivered: number, givenBack: number | undefined): Map<string, number> => {
+    const c = new Map([['redelivered_total', redelivered], ['write_failures_total', 1], ['dead_lettered_total', 0], ['batches_total', 900], ['requests_total', 4_500]]);
+    if (givenBack !== undefined) c.set('given_back_total', givenBack);
+    return c;
+  };
+
+  it('passes redeliveries the ingester gave back itself (a failed write retried), and none at all', () => {
+    // 3,500 req/s on f1fe617 (docs/benchmarks.md): one `write EPIPE`, 64 batches given back and redelivered.
+    const g = redeliveryGate(counters(64, 64));
+    assert.deepEqual(g, { name: REDELIVERY_GATE, scope: 'ingester', passed: true, detail: 'redelivered 64, given back 64, write failures 1, dead-lettered 0, batches 900, requests 4500' });
+    assert.equal(redeliveryGate(counters(0, 0)).passed, true);
+    assert.equal(redeliveryGate(counters(10, 64)).passed, true, 'given back and not yet come back');
+  });
+
+  it('fails a redelivery the ingester never gave back, and an ingester without the counters', () => {
+    const g = redeliveryGate(counters(65, 64));
+    assert.equal(g.passed, false);
+    assert.match(g.detail, /^redelivered 65, given back 64, /);
+    assert.equal(redeliveryGate(counters(1, 0)).passed, false);
+    const old = redeliveryGate(counters(0, undefined));
+    assert.equal(old.passed, false, 'an ingester that does not count what it gives back cannot pass');
+    assert.match(old.detail, /given back \?/);
+    assert.equal(redeliveryGate(new Map()).passed, false);
   });
 });
 

@@ -81,6 +81,13 @@ export interface IngesterStats {
    * that died or timed out holding them, or a write that failed and gave them back.
    */
   redelivered: number;
+  /**
+   * Messages this ingester gave back itself (nak) to be delivered again: after a failed write
+   * and when dead-lettering failed; a message counts once per nak. Redeliveries beyond it
+   * (summed over the ingesters) were given back by none: messages an ingester held when it
+   * stopped or died, or deliveries and acknowledgements lost until the ack wait ran out.
+   */
+  givenBack: number;
 }
 
 interface Parsed {
@@ -111,7 +118,7 @@ export class Ingester {
   #backoff = 0;
   /** Backoff sleeps in progress (one per set being written, and the fetch loop's): stop() ends them. */
   readonly #sleeping = new Set<() => void>();
-  readonly stats: IngesterStats = { batches: 0, requests: 0, spans: 0, content: 0, contentWithheld: 0, writeFailures: 0, deadLettered: 0, lastLagMs: 0, lagObservationsDropped: 0, redelivered: 0 };
+  readonly stats: IngesterStats = { batches: 0, requests: 0, spans: 0, content: 0, contentWithheld: 0, writeFailures: 0, deadLettered: 0, lastLagMs: 0, lagObservationsDropped: 0, redelivered: 0, givenBack: 0 };
   /** Publish-to-write lag of recent batches (milliseconds), taken by the metrics histogram. */
   readonly lagObservations: number[] = [];
   readonly #maxLagObservations: number;
@@ -215,7 +222,7 @@ export class Ingester {
     }
     const delay = this.#nextBackoff();
     this.#log(`write of ${good.length} batches failed, retrying in ${Math.round(delay)} ms: ${err.message.split('\n')[0]}`);
-    for (const p of good) p.m.nak(delay);
+    for (const p of good) this.#giveBack(p.m, delay);
     await this.#sleep(delay);
   }
 
@@ -307,8 +314,14 @@ export class Ingester {
     } catch (e) {
       // Not moved and not acknowledged: it will be delivered again and we try again.
       this.#log(`dead-lettering ${m.msgId} failed: ${(e as Error).message}`);
-      m.nak(this.#nextBackoff());
+      this.#giveBack(m, this.#nextBackoff());
     }
+  }
+
+  /** Every nak this ingester makes goes through here, so `givenBack` counts each message given back. */
+  #giveBack(m: BusMessage, delayMs: number): void {
+    m.nak(delayMs);
+    this.stats.givenBack++;
   }
 
   #nextBackoff(): number {

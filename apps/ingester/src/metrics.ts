@@ -48,6 +48,7 @@ export function renderIngesterMetrics(ingester: Ingester): string {
     ['sightline_ingest_write_failures_total', 'ClickHouse writes that failed and were retried.', 'counter', s.writeFailures],
     ['sightline_ingest_dead_lettered_total', 'Messages moved to the dead-letter subject.', 'counter', s.deadLettered],
     ['sightline_ingest_redelivered_total', 'Messages received again after an earlier delivery was not acknowledged.', 'counter', s.redelivered],
+    ['sightline_ingest_given_back_total', 'Messages this ingester gave back (nak) to be delivered again, after a failed write or a failed dead-lettering.', 'counter', s.givenBack],
     ['sightline_ingest_lag_seconds', 'Publish-to-written lag of the last batch.', 'gauge', s.lastLagMs / 1000],
     ['sightline_ingest_otlp_spans_exported_total', 'Spans an OTLP backend accepted (OTEL_EXPORTER_OTLP_ENDPOINT).', 'counter', o.exported],
     ['sightline_ingest_otlp_spans_failed_total', 'Spans in OTLP export requests that failed after the exporter\'s retries (backend down, refusing or timing out).', 'counter', o.failed],

@@ -2,7 +2,8 @@
  * The ingester between a real nats-server and a real clickhouse-server: builds rows and
  * spans from the gateways' records, writes, acks after the write, dead-letters what
  * ClickHouse refuses or what is not a batch, keeps redelivered batches from counting
- * twice, still reads v1 batches, and waits out a ClickHouse outage.
+ * twice, still reads v1 batches, and waits out a ClickHouse outage, counting each message it
+ * gives back.
  *
  * Each test plays its own gateway instance (and team) and counts only its own rows, so
  * every test passes alone and in any order.
@@ -10,7 +11,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { ClickHouseServerStore, ident, migrate, sql, table, type Sql } from '@sightline/store';
-import { connectNats, ensureStream, MemoryBus, NatsConsumer, NatsPublisher, DEADLETTER_STREAM, STREAM_NAME, DURABLE_NAME } from '@sightline/bus';
+import { connectNats, ensureStream, MemoryBus, NatsConsumer, NatsPublisher, DEADLETTER_STREAM, STREAM_NAME, DURABLE_NAME, type BusConsumer, type BusMessage } from '@sightline/bus';
 import { Ingester, Rollup, Retention, renderIngesterMetrics } from '@sightline/app-ingester';
 import { SpanBuilder } from '@sightline/spans';
 import type { CaptureBatchV1, CaptureBatchV2 } from '@sightline/core';
@@ -27,6 +28,27 @@ let consumer: NatsConsumer;
 let ingester: Ingester;
 let rollup: Rollup;
 const builder = new SpanBuilder();
+/** Messages the shared ingester gave back (nak), counted on the bus side of it (countNaks). */
+let naks = 0;
+
+/** `c` as the ingester sees it, with every nak of a message it fetched counted in `naks`. */
+function countNaks(c: BusConsumer): BusConsumer {
+  return {
+    fetch: async (max, expiresMs) =>
+      (await c.fetch(max, expiresMs)).map((m): BusMessage => ({
+        data: m.data,
+        msgId: m.msgId,
+        deliveries: m.deliveries,
+        ack: () => m.ack(),
+        nak: (delayMs) => {
+          naks++;
+          m.nak(delayMs);
+        },
+      })),
+    deadLetter: (m, reason) => c.deadLetter(m, reason),
+    close: () => c.close(),
+  };
+}
 
 async function count(q: Sql): Promise<number> {
   const rows = await store.query<{ n: string | number }>(q);
@@ -96,7 +118,7 @@ before(async () => {
   publisher = new NatsPublisher(pubConn);
   consumer = await NatsConsumer.open(await connectNats(nats.url, 'test-ingester'), { ackWaitMs: 2000 });
   rollup = new Rollup(store, 100);
-  ingester = new Ingester({ consumer, store, name: 'ing-test', fetchWaitMs: 200, maxDeliveries: 2, rollup });
+  ingester = new Ingester({ consumer: countNaks(consumer), store, name: 'ing-test', fetchWaitMs: 200, maxDeliveries: 2, rollup });
   ingester.start();
 });
 
@@ -182,9 +204,11 @@ test('rows built from v2 records carry the gateway\'s clock: start times within 
   assert.equal(Number(rows[0]!.spans), 4);
 });
 
-test('while ClickHouse is down nothing is acknowledged; after it is back everything is written once', async () => {
+test('while ClickHouse is down nothing is acknowledged; after it is back everything is written once, and every redelivery was given back', async () => {
   const gw = new Gateway();
   const failuresBefore = ingester.stats.writeFailures;
+  const { givenBack: givenBefore, redelivered: againBefore } = ingester.stats;
+  const naksBefore = naks;
   await ch.stop();
   try {
     await publish(gw.batch(3));
@@ -197,6 +221,17 @@ test('while ClickHouse is down nothing is acknowledged; after it is back everyth
   await waitFor('all written after the restart', async () => (await gw.requests()) === 6, 30_000);
   await waitFor('acknowledged', async () => (await pendingAcks()) === 0, 10_000);
   assert.equal(await count(sql`SELECT uniqExact(trace_id) AS n FROM ${table('sightline', 'requests')} WHERE instance = ${gw.instance}`), 6);
+  // Each failed write gave its batches back (nak) and they came back as redeliveries: counted
+  // per message, as many as the bus saw given back, and no redelivery it had not given back
+  // (what the bench's end-of-run gate checks).
+  const givenBack = ingester.stats.givenBack - givenBefore;
+  const again = ingester.stats.redelivered - againBefore;
+  assert.equal(givenBack, naks - naksBefore, 'given back = messages nak\'ed');
+  assert.ok(givenBack >= 2, `both batches failed to write at least once and were given back (${givenBack})`);
+  assert.ok(again >= 1 && again <= givenBack, `redelivered ${again}, given back ${givenBack}`);
+  const page = renderIngesterMetrics(ingester);
+  assert.equal(metricValue(page, 'sightline_ingest_given_back_total'), ingester.stats.givenBack);
+  assert.equal(metricValue(page, 'sightline_ingest_redelivered_total'), ingester.stats.redelivered);
 });
 
 test('the per-minute rollups match the raw tables exactly, redeliveries included', async () => {
