@@ -13,6 +13,7 @@ import { STAGES, ATTEMPT_SPAN } from '@sightline/core';
 import { startGateway, type GatewayHandle } from '@sightline/app-gateway';
 import { startMock, type MockServer } from '../../../bench/mock/server.js';
 import { CapturedBus, attr } from '../../../test/support/captured.js';
+import { loopDelaySeconds } from '../src/metrics.js';
 
 const stageNames: readonly string[] = STAGES;
 let flaky: MockServer;
@@ -128,6 +129,17 @@ test('a 500 with a 1 GiB body: the client gets an upstream_error in its dialect,
   // The event loop's delay is sampled (issue 15): a number, and samples were taken.
   assert.match(metrics, /sightline_gateway_event_loop_delay_seconds\{quantile="0.99"\} \d/);
   assert.ok(Number(/sightline_gateway_event_loop_delay_seconds_count (\d+)/.exec(metrics)?.[1]) > 0);
+  // The delay, not the time between samples: Node's histogram holds the 10 ms sampling
+  // interval too, so half the samples of this mostly idle loop would read 10 ms or more.
+  const p50 = Number(/sightline_gateway_event_loop_delay_seconds\{quantile="0.5"\} (\S+)/.exec(metrics)?.[1]);
+  assert.ok(p50 >= 0 && p50 < 0.009, `event-loop delay p50 ${p50} s`);
+});
+
+test('the event-loop delay is reported without the sampling interval', () => {
+  assert.equal(loopDelaySeconds(10_000_000), 0);
+  assert.equal(loopDelaySeconds(9_200_000), 0, 'a sample that came early is not late');
+  assert.equal(loopDelaySeconds(10_250_000), 0.00025);
+  assert.equal(loopDelaySeconds(1_010_000_000), 1);
 });
 
 test('an SSE line that never ends: the stream ends with an error in the client\'s dialect, memory stays flat', async () => {
