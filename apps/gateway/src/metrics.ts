@@ -117,7 +117,8 @@ export class Metrics {
       out += counter('sightline_capture_refused_batches_total', 'Batches NATS refused for good (over its max payload), dropped.', s.refused);
       out += `# HELP sightline_capture_spool_batches Batches in the disk spool.\n# TYPE sightline_capture_spool_batches gauge\nsightline_capture_spool_batches ${s.spoolBatches}\n`;
       out += `# HELP sightline_capture_spool_bytes Bytes in the disk spool.\n# TYPE sightline_capture_spool_bytes gauge\nsightline_capture_spool_bytes ${s.spoolBytes}\n`;
-      out += counter('sightline_capture_content_made_here_batches_total', 'Batches whose usage and content the serving thread made itself, not the content thread: it held 4 MiB of unanswered work, failed, or was given up on at shutdown.', s.contentMadeHere);
+      out += counter('sightline_capture_content_made_here_batches_total', 'Batches whose usage and content the serving thread made itself, not the content thread: it failed, answered nothing for 60 s, or was given up on at shutdown.', s.contentMadeHere);
+      out += counter('sightline_capture_content_made_here_total', 'Requests whose usage and content the serving thread made itself although there is a content thread: while the thread held 4 MiB of unanswered work, one by one as they ended, and those of the batches above.', s.contentMadeHereRequests);
       out += `# HELP sightline_capture_queue_depth Requests waiting to be published.\n# TYPE sightline_capture_queue_depth gauge\nsightline_capture_queue_depth ${s.queued}\n`;
     }
     const t = this.contentThread;

@@ -234,11 +234,12 @@ function gated(w: ContentWorker): ContentPreparer & { posted: number; open: () =
   return p;
 }
 
-test('while the thread holds preparingMaxBytes of unanswered jobs, the next batch is made in the serving thread; nothing is lost or doubled', async () => {
+test('while the thread holds preparingMaxBytes of unanswered jobs, records are made in the serving thread as they are handed over; nothing is lost or doubled', async () => {
   const w = new ContentWorker();
   const g = gated(w);
   const bus = new MemoryBus();
-  // One 300 KiB prompt is past a 1 KiB bound: the first batch waits for the thread, the second cannot.
+  // One 300 KiB prompt is past a 1 KiB bound: the first batch waits for the thread; the
+  // records handed over while it waits are made here, each as it comes, not at a flush.
   const capture = new Capture({ instance: 'gw-bound', config: captureConfig({ flushIntervalMs: 60_000, batchMaxRequests: 2 }), publisher: bus, content: { maxBytes: 256 * 1024, keepBase64: false, redactSecrets }, contentPreparer: g, preparingMaxBytes: 1024 });
   try {
     const seq = (i: number) => {
@@ -249,27 +250,27 @@ test('while the thread holds preparingMaxBytes of unanswered jobs, the next batc
     seq(0);
     seq(1);
     await new Promise((r) => setTimeout(r, 20));
-    assert.deepEqual([g.posted, capture.stats.contentMadeHere], [1, 0]);
+    assert.deepEqual([g.posted, capture.stats.contentMadeHere, capture.stats.contentMadeHereRequests], [1, 0, 0]);
     seq(2);
+    assert.equal(capture.stats.contentMadeHereRequests, 1, 'made when handed over, before any flush');
+    assert.equal(capture.stats.queued, 1, 'made here and queued; the other two are at the thread');
     seq(3);
     await new Promise((r) => setTimeout(r, 20));
-    assert.deepEqual([g.posted, capture.stats.contentMadeHere], [1, 1], 'the second batch was made here, not posted');
-    // Laid out as the thread lays out its answers: the batch is written where its records lie.
-    let raw: Awaited<ReturnType<MemoryBus['fetch']>>[number] | undefined;
-    await waitFor('the batch made here', async () => {
-      [raw] = await bus.fetch(1, 10);
-      return raw !== undefined;
-    });
-    const head = Buffer.from(raw!.data).toString('utf8').split('"records":[')[0]!.length + '"records":['.length;
-    assert.equal(raw!.data.byteOffset, BATCH_HEAD_ROOM - head);
-    raw!.nak();
-    // (A nak'ed message comes back last: the order of the batches is not the question here.)
-    assert.deepEqual((await published(bus, 2)).flatMap((b) => b.records).map((r) => r.seq).sort(), [2, 3]);
+    assert.deepEqual([g.posted, capture.stats.contentMadeHere, capture.stats.contentMadeHereRequests], [1, 0, 2], 'neither posted nor made as a batch');
+    const here = (await published(bus, 2)).flatMap((b) => b.records);
+    assert.deepEqual(here.map((r) => r.seq), [2, 3]);
+    assert.ok(here.every((r) => r.content !== null && r.content.request.includes('[SECRET:openai]')));
     g.open();
-    assert.equal(await capture.close(10_000), 0);
     const recs = (await published(bus, 2)).flatMap((b) => b.records);
     assert.deepEqual(recs.map((r) => r.seq), [0, 1]);
     assert.ok(recs.every((r) => r.content !== null && r.content.request.includes('[SECRET:openai]')));
+    // Answered: the next records go to the thread again.
+    seq(4);
+    seq(5);
+    const later = (await published(bus, 2)).flatMap((b) => b.records);
+    assert.deepEqual(later.map((r) => r.seq), [4, 5]);
+    assert.deepEqual([g.posted, capture.stats.contentMadeHere, capture.stats.contentMadeHereRequests], [2, 0, 2]);
+    assert.equal(await capture.close(10_000), 0);
     assert.equal(capture.stats.dropped, 0);
   } finally {
     await w.close();

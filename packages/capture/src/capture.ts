@@ -51,9 +51,9 @@ export interface CaptureOptions {
    */
   contentPreparer?: ContentPreparer;
   /**
-   * Bytes of jobs the preparer may hold unanswered (DEFAULT_PREPARING_MAX_BYTES). Past it, a
-   * flush's records are made in this thread instead of waiting behind the others, so a
-   * preparer that gets no CPU (a saturated core) holds bounded memory.
+   * Bytes of jobs the preparer may hold unanswered (DEFAULT_PREPARING_MAX_BYTES). Past it,
+   * records are made in this thread as they are handed over, instead of waiting behind the
+   * others, so a preparer that gets no CPU (a saturated core) holds bounded memory.
    */
   preparingMaxBytes?: number;
 }
@@ -61,8 +61,9 @@ export interface CaptureOptions {
 /**
  * 4 MiB: about 60 requests of 64 KiB prompts, 3,000 of 1 KiB. The content thread runs at nice
  * 19 and on a saturated core gets almost no CPU until the load eases; its batches wait for it
- * up to this bound, and past it the serving thread makes them (as with no thread), so capture
- * stays current and memory bounded. Before, a batch it left unanswered for 1 s was made on the
+ * up to this bound, and past it the serving thread makes the records handed over, one by one
+ * as requests end (as with no thread), so capture stays current and memory bounded. Before, a
+ * batch it left unanswered for 1 s was made on the
  * serving thread: under sustained load many came due in the same turn of the event loop, and
  * making them stalled it for 0.4 to 1.9 s (64 KiB prompts, loop rig, 1 December). 64 MiB held
  * thousands of requests back for seconds under the same load, with no better tail.
@@ -139,7 +140,7 @@ export class Capture implements CaptureSink {
   #idleWaiters: (() => void)[] = [];
 
   readonly stats: CaptureStats = {
-    recorded: 0, published: 0, publishedBatches: 0, publishFailures: 0, spooled: 0, replayed: 0, dropped: 0, refused: 0, queued: 0, spoolBatches: 0, spoolBytes: 0, contentMadeHere: 0,
+    recorded: 0, published: 0, publishedBatches: 0, publishFailures: 0, spooled: 0, replayed: 0, dropped: 0, refused: 0, queued: 0, spoolBatches: 0, spoolBytes: 0, contentMadeHere: 0, contentMadeHereRequests: 0,
   };
 
   constructor(opts: CaptureOptions) {
@@ -182,7 +183,11 @@ export class Capture implements CaptureSink {
       return;
     }
     const content = this.#content;
-    if (content !== undefined && this.#preparer !== undefined) {
+    // The preparer already holds its bound of unanswered jobs (a core kept busy leaves its
+    // nice-19 thread no CPU): this record is made here and now, as with no preparer. Its
+    // cost lands on this request's end, one record at a time, not on a flush: making a whole
+    // flush of 64 KiB prompts at once held the loop for up to 97 ms (loop rig, 2 December).
+    if (content !== undefined && this.#preparer !== undefined && !this.#overBound()) {
       // Issue 15: here only the record's head and copies of its bytes; its usage and content
       // are made in the worker, for the whole batch in one message when the batch is due.
       try {
@@ -205,8 +210,18 @@ export class Capture implements CaptureSink {
       this.#onError(e);
       return;
     }
+    if (this.#preparer !== undefined && content !== undefined) this.stats.contentMadeHereRequests++;
     this.#enqueue(data);
     this.#schedule(this.#pending.length + this.#jobs.length, this.#pendingBytes + this.#jobs.bytes);
+  }
+
+  /**
+   * Whether the jobs at the preparer and those waiting for the next flush have reached
+   * `preparingMaxBytes`, while the preparer holds some unanswered: the flush would then have
+   * to make them here (#sendJobs), all at once.
+   */
+  #overBound(): boolean {
+    return this.#preparingBytes > 0 && this.#preparingBytes + this.#jobs.bytes >= this.#preparingMaxBytes;
   }
 
   /** Queues a serialised record. */
@@ -259,6 +274,7 @@ export class Capture implements CaptureSink {
         // the batch headers), so it is published without a copy. A job that fails here too is
         // tried once more alone below, and counted if it fails again.
         this.stats.contentMadeHere++;
+        this.stats.contentMadeHereRequests += n;
         try {
           here = jobsOf(message);
           const p = recordsBytes(here.heads, here.jobs, content.maxBytes, content.keepBase64, content.redactSecrets, cut);
@@ -289,11 +305,8 @@ export class Capture implements CaptureSink {
       this.#buildBatches();
       this.#pump();
     };
-    // One batch may always wait at the preparer, however large.
-    if (this.#preparingBytes > 0 && this.#preparingBytes + bytes > this.#preparingMaxBytes) {
-      done([]);
-      return;
-    }
+    // The bound is kept as records are handed over (#overBound): these jobs were taken while
+    // under it, so they go to the preparer, the last one past it included.
     posted = true;
     this.#preparingBytes += bytes;
     this.#preparer!.prepareJobs(message, content.maxBytes, content.keepBase64, cut).then((p) => {

@@ -30,9 +30,15 @@ export interface CaptureStats {
   spoolBytes: number;
   /**
    * Batches whose usage and content this thread made itself, not the content preparer: it
-   * failed, held `preparingMaxBytes` of unanswered jobs already, or was given up on at shutdown.
+   * failed, answered nothing for its stuck bound, or was given up on at shutdown.
    */
   contentMadeHere: number;
+  /**
+   * Requests whose usage and content this thread made itself although there is a content
+   * preparer: those of the batches above, and those made one by one as they were handed over
+   * while the preparer held `preparingMaxBytes` of unanswered jobs.
+   */
+  contentMadeHereRequests: number;
 }
 
 export interface CaptureSink {
