@@ -20,9 +20,9 @@ import { markToUnixNano, unixNanoNow } from '@sightline/core';
 import type { BusPublisher } from '@sightline/bus';
 import type { CaptureConfig } from '@sightline/config';
 import type { RequestRecord } from './record.js';
-import { batchHead, toWire } from './wire.js';
-import { type ContentOptions, type ContentPreparer } from './content.js';
-import { BATCH_HEAD_ROOM, RECORD_GAP_BYTES, BatchCutter, JobBatch, PagePool, jobsOf, preparedViews, prepareJob, recordJson, recordsBytes } from './job.js';
+import { batchHead, recordUsage, usageMembers, wireHead } from './wire.js';
+import { contentJsonParts, contentOf, type ContentOptions, type ContentPreparer } from './content.js';
+import { BATCH_HEAD_ROOM, RECORD_GAP_BYTES, BatchCutter, JobBatch, PagePool, jobsOf, partsBuffer, partsBytes, preparedViews, prepareJob, recordParts, recordsBytes, writeParts } from './job.js';
 import { Spool, type SpoolEntry } from './spool.js';
 import type { CaptureSink, CaptureStats } from './sink.js';
 
@@ -167,13 +167,21 @@ export class Capture implements CaptureSink {
    */
   #serialise(rec: RequestRecord): Buffer {
     const content = this.#content;
-    let data = Buffer.from(JSON.stringify(toWire(rec, content)));
-    if (content === undefined || data.length <= MAX_RECORD_BYTES) return data;
-    for (const maxBytes of [content.maxBytes / 4, content.maxBytes / 16]) {
-      data = Buffer.from(JSON.stringify(toWire(rec, { ...content, maxBytes: Math.floor(maxBytes) })));
-      if (data.length <= MAX_RECORD_BYTES) return data;
+    // The same bytes as JSON.stringify(toWire(rec, content)), written part by part
+    // (contentJsonParts: a one-byte prompt is not widened beside a two-byte answer).
+    const head = `${wireHead(rec)},${usageMembers(recordUsage(rec))},"content":`;
+    if (content !== undefined) {
+      for (const maxBytes of [content.maxBytes, content.maxBytes / 4, content.maxBytes / 16]) {
+        const parts = [head, ...contentJsonParts(contentOf(rec, maxBytes === content.maxBytes ? content : { ...content, maxBytes: Math.floor(maxBytes) })), '}'];
+        const n = partsBytes(parts);
+        if (n <= MAX_RECORD_BYTES) {
+          const data = Buffer.allocUnsafe(n);
+          writeParts(parts, data, 0);
+          return data;
+        }
+      }
     }
-    return Buffer.from(JSON.stringify(toWire(rec, undefined)));
+    return partsBuffer([head, 'null', '}']);
   }
 
   record(rec: RequestRecord): void {
@@ -289,7 +297,7 @@ export class Capture implements CaptureSink {
         if (data === null) {
           try {
             here ??= jobsOf(message);
-            data = Buffer.from(recordJson(here.heads[i]!, prepareJob(here.jobs[i]!, content.maxBytes, content.keepBase64, content.redactSecrets)));
+            data = partsBuffer(recordParts(here.heads[i]!, prepareJob(here.jobs[i]!, content.maxBytes, content.keepBase64, content.redactSecrets)));
           } catch (e) {
             this.stats.dropped++;
             this.#onError(e);

@@ -182,6 +182,26 @@ export function contentFrom(rec: ContentInput, opts: ContentOptions): WireConten
   };
 }
 
+/**
+ * The content's JSON in parts that are `JSON.stringify(c)` when joined: the request text and
+ * the response text each its own string, never concatenated. A response with one character
+ * past Latin-1 (any emoji, CJK, a typographic dash: common in model output) is a two-byte
+ * string in V8; joined with a one-byte prompt, the whole record became two-byte when it was
+ * encoded, and V8 widened every character of the prompt into fresh memory first: about 1 ms
+ * for a 64 KiB prompt here, most of it page faults (loop rig, perf, 2 December). Written
+ * part by part (job.ts writeParts), each keeps its own encoding.
+ */
+export function contentJsonParts(c: WireContent | null): string[] {
+  if (c === null) return ['null'];
+  return [
+    `{"policy":${JSON.stringify(c.policy)},"request":`,
+    JSON.stringify(c.request),
+    `,"requestBytes":${c.requestBytes},"requestTruncated":${c.requestTruncated},"response":`,
+    JSON.stringify(c.response),
+    `,"responseBytes":${c.responseBytes},"responseTruncated":${c.responseTruncated},"redactions":${JSON.stringify(c.redactions)}}`,
+  ];
+}
+
 // The job types of job.ts live here, beside ContentPreparer that carries them (job.ts imports
 // this module, so the types cannot live there without an import cycle).
 
@@ -201,10 +221,13 @@ export interface RecordJob {
   content: ContentInput | null;
 }
 
-/** What a job becomes: the usage members and the content JSON (`null` when none). */
+/**
+ * What a job becomes: the usage members, and the content JSON in parts (`['null']` when
+ * none) that are `JSON.stringify(content)` when joined (contentJsonParts).
+ */
 export interface PreparedTail {
   usageJson: string;
-  contentJson: string;
+  contentParts: string[];
 }
 
 /**

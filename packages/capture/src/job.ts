@@ -7,7 +7,7 @@
  * of a batch in one flat message (JobBatch).
  */
 import type { RequestRecord } from './record.js';
-import { contentFrom, type BatchCut, type ContentInput, type JobsMessage, type PreparedRecords, type PreparedTail, type RecordJob, type SecretRedactor } from './content.js';
+import { contentFrom, contentJsonParts, type BatchCut, type ContentInput, type JobsMessage, type PreparedRecords, type PreparedTail, type RecordJob, type SecretRedactor } from './content.js';
 import { usageMembers, usageOfKept, wireHead } from './wire.js';
 
 /** Under NATS's default max_payload with room for the rest of the record (capture.ts MAX_RECORD_BYTES). */
@@ -197,22 +197,48 @@ export function prepareJob(job: RecordJob, maxBytes: number, keepBase64: boolean
     const u = job.usage;
     usageJson = usageMembers(usageOfKept(u === null || u.bytes === null ? null : [asBuffer(u.bytes)], u?.stream ?? false, u?.partial ?? false));
   }
-  let contentJson = 'null';
+  let contentParts = ['null'];
   if (job.content !== null) {
     for (const max of [maxBytes, Math.floor(maxBytes / 4), Math.floor(maxBytes / 16)]) {
-      const json = JSON.stringify(contentFrom(job.content, { maxBytes: max, keepBase64, redactSecrets }));
-      if (Buffer.byteLength(json) <= MAX_CONTENT_BYTES) {
-        contentJson = json;
+      const parts = contentJsonParts(contentFrom(job.content, { maxBytes: max, keepBase64, redactSecrets }));
+      if (partsBytes(parts) <= MAX_CONTENT_BYTES) {
+        contentParts = parts;
         break;
       }
     }
   }
-  return { usageJson, contentJson };
+  return { usageJson, contentParts };
+}
+
+/** The record's JSON in parts, from its head and its prepared tail (see contentJsonParts). */
+export function recordParts(head: string, tail: PreparedTail): string[] {
+  return [`${head},${tail.usageJson},"content":`, ...tail.contentParts, '}'];
 }
 
 /** The record's JSON from its head and its prepared tail: the same as JSON.stringify(toWire(…)). */
 export function recordJson(head: string, tail: PreparedTail): string {
-  return `${head},${tail.usageJson},"content":${tail.contentJson}}`;
+  return recordParts(head, tail).join('');
+}
+
+/** UTF-8 bytes of the parts. */
+export function partsBytes(parts: readonly string[]): number {
+  let n = 0;
+  for (const p of parts) n += Buffer.byteLength(p);
+  return n;
+}
+
+/** Writes the parts one after the other as UTF-8 (each as it is: no string is joined); returns the bytes written. */
+export function writeParts(parts: readonly string[], out: Buffer, at: number): number {
+  let n = 0;
+  for (const p of parts) n += out.write(p, at + n);
+  return n;
+}
+
+/** The parts as one UTF-8 buffer of exactly their bytes. */
+export function partsBuffer(parts: readonly string[]): Buffer {
+  const out = Buffer.allocUnsafe(partsBytes(parts));
+  writeParts(parts, out, 0);
+  return out;
 }
 
 /**
@@ -275,9 +301,9 @@ export function recordsBytes(heads: readonly string[], jobs: readonly RecordJob[
   let at = 0;
   let first = true;
   for (let i = 0; i < jobs.length; i++) {
-    let j: string | null = null;
+    let j: string[] | null = null;
     try {
-      j = recordJson(heads[i]!, prepareJob(jobs[i]!, maxBytes, keepBase64, redactSecrets));
+      j = recordParts(heads[i]!, prepareJob(jobs[i]!, maxBytes, keepBase64, redactSecrets));
     } catch {
       // −1: the capture makes this one itself
     }
@@ -286,7 +312,7 @@ export function recordsBytes(heads: readonly string[], jobs: readonly RecordJob[
       spans[2 * i + 1] = -1;
       continue;
     }
-    const n = Buffer.byteLength(j);
+    const n = partsBytes(j);
     const room = cutter.add(n) || first;
     first = false;
     const need = (room ? BATCH_HEAD_ROOM : 0) + n + RECORD_GAP.length;
@@ -301,7 +327,7 @@ export function recordsBytes(heads: readonly string[], jobs: readonly RecordJob[
     }
     spans[2 * i] = at;
     spans[2 * i + 1] = n;
-    at += out.write(j, at);
+    at += writeParts(j, out, at);
     at += RECORD_GAP.copy(out, at);
   }
   return { buffer: out.buffer as ArrayBuffer, spans, starts: Int32Array.from(starts) };

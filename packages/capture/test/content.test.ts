@@ -1,7 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BATCH_HEAD_ROOM, BatchCutter, JobBatch, PagePool, RequestRecord, preparedViews, contentOf, jobCount, jobsOf, keepContent, keepResponseChunk, placeholderBase64, prepareJob, recordJson, recordsBytes, toWire, NO_USAGE, type ContentOptions } from '@sightline/capture';
-import { servedRecord } from '../../../test/support/records.js';
+import { BATCH_HEAD_ROOM, BatchCutter, Capture, JobBatch, PagePool, RequestRecord, preparedViews, contentJsonParts, contentOf, jobCount, jobsOf, keepContent, keepResponseChunk, placeholderBase64, prepareJob, recordJson, recordsBytes, toWire, NO_USAGE, type ContentOptions } from '@sightline/capture';
+import { MemoryBus } from '@sightline/bus';
+import type { CaptureBatchV2 } from '@sightline/core';
+import { captureConfig, servedRecord } from '../../../test/support/records.js';
 
 const noRedact: ContentOptions['redactSecrets'] = (text) => ({ text, counts: {} });
 const opts = (maxBytes = 1000): ContentOptions => ({ maxBytes, keepBase64: false, redactSecrets: noRedact });
@@ -194,4 +196,56 @@ test('a worker answer has room for a batch header wherever the capture will cut:
     else assert.ok(r.byteOffset >= BATCH_HEAD_ROOM && (i === 0 || r.byteOffset - BATCH_HEAD_ROOM === records[i - 1]!.byteOffset + records[i - 1]!.length + 2));
     assert.equal(bytes.toString('latin1', r.byteOffset + r.length, r.byteOffset + r.length + 2), ', ');
   }
+});
+
+/** A redactor that changes the text and counts, as the gateway's does. */
+const redactKeys: ContentOptions['redactSecrets'] = (text) => {
+  const n = text.split('sk-proj-').length - 1;
+  const counts: Record<string, number> = n > 0 ? { openai: n } : {};
+  return { text: text.replaceAll('sk-proj-', '[SECRET:openai]'), counts };
+};
+
+test('content JSON in parts is JSON.stringify of the content when joined: a two-byte answer, secrets, cuts, none', () => {
+  const o: ContentOptions = { maxBytes: 64, keepBase64: false, redactSecrets: redactKeys };
+  const cases: [string, (r: RequestRecord) => void][] = [
+    ['ASCII prompt, two-byte answer', (r) => { r.requestBody = Buffer.from('{"messages":[{"content":"plain ascii prompt"}]}'); keepContent(r, 'answer 🙂 你好 — done', o.maxBytes); }],
+    ['secrets and cuts on both sides', (r) => { r.requestBody = Buffer.from(`{"k":"sk-proj-${'a'.repeat(40)}","pad":"${'x'.repeat(200)}"}`); keepContent(r, `"quoted" \\ back\nslash ${'é'.repeat(100)}`, o.maxBytes); }],
+    ['no answer', (r) => { r.requestBody = Buffer.from('{}'); }],
+  ];
+  for (const [name, fill] of cases) {
+    const r = new RequestRecord();
+    r.contentPolicy = 'full';
+    fill(r);
+    const c = contentOf(r, o);
+    assert.equal(contentJsonParts(c).join(''), JSON.stringify(c), name);
+  }
+  assert.deepEqual(contentJsonParts(null), ['null']);
+});
+
+test('a capture without a content thread publishes each record as its toWire JSON; content escaped past the record bound is cut harder', async () => {
+  const bus = new MemoryBus();
+  const o: ContentOptions = { maxBytes: 256 * 1024, keepBase64: false, redactSecrets: redactKeys };
+  const capture = new Capture({ instance: 'gw-parts', config: captureConfig({ flushIntervalMs: 60_000, batchMaxRequests: 3 }), publisher: bus, content: o });
+  const expected: unknown[] = [];
+  const make = (seq: number, body: Buffer, answer: string) => {
+    const r = servedRecord({ seq });
+    r.contentPolicy = 'full';
+    r.requestBody = body;
+    keepContent(r, answer, o.maxBytes);
+    return r;
+  };
+  const plain = make(0, Buffer.from(`{"messages":[{"content":"${'the quick brown fox '.repeat(3000)}"}]}`), 'answer 🙂 你好');
+  // 200 KiB of control characters: each is escaped to six bytes, past the record bound at 256 KiB.
+  const escaped = make(1, Buffer.alloc(200 * 1024, 1), 'ok');
+  const none = servedRecord({ seq: 2 });
+  for (const r of [plain, escaped, none]) {
+    capture.record(r);
+    expected.push(JSON.parse(JSON.stringify(toWire(r, r === escaped ? { ...o, maxBytes: o.maxBytes / 4 } : r === none ? undefined : o))));
+  }
+  assert.equal(await capture.close(5000), 0);
+  const [m] = await bus.fetch(1, 100);
+  const batch = JSON.parse(Buffer.from(m!.data).toString('utf8')) as CaptureBatchV2;
+  assert.deepEqual(batch.records, expected);
+  assert.equal(batch.records[1]!.content!.request.length, 64 * 1024);
+  assert.equal(batch.records[1]!.content!.requestTruncated, true);
 });
