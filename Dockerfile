@@ -1,5 +1,5 @@
 # One image for the three Sightline apps; docker-compose.yml picks the app with `command`:
-#   node --conditions=production apps/{gateway,ingester,query}/dist/main.js
+#   node [--single-threaded-gc, the gateway] --conditions=production apps/{gateway,ingester,query}/dist/main.js
 # Compiled JavaScript and production dependencies only, run as the unprivileged `node` user.
 # test/compose.test.ts builds the same JavaScript (`npm run build`) and starts the apps with
 # these command lines against real NATS and ClickHouse servers.
@@ -41,4 +41,4 @@ COPY migrations ./migrations
 RUN mkdir -p /app/data/spool && chown -R node:node /app/data
 USER node
 EXPOSE 8080 8081 8082
-CMD ["node", "--conditions=production", "apps/gateway/dist/main.js"]
+CMD ["node", "--single-threaded-gc", "--conditions=production", "apps/gateway/dist/main.js"]

@@ -417,7 +417,8 @@ test('the image: compiled JavaScript, production dependencies, a non-root user; 
   const c = loadCompose();
   assert.deepEqual(cmd, c.services['gateway']!.command);
   for (const app of APPS) {
-    assert.deepEqual(c.services[app]!.command, ['node', '--conditions=production', `apps/${app}/dist/main.js`]);
+    // The gateway with V8's single-threaded GC (docs/configuration.md, "V8 flags").
+    assert.deepEqual(c.services[app]!.command, ['node', ...(app === 'gateway' ? ['--single-threaded-gc'] : []), '--conditions=production', `apps/${app}/dist/main.js`]);
     const env = environment(c.services[app]!);
     const host = { ingester: 'INGESTER_HOST', gateway: 'GATEWAY_HOST', query: 'QUERY_HOST' }[app];
     assert.equal(env[host], '0.0.0.0', `${app}: ${host}`);
@@ -548,6 +549,8 @@ describe('the apps started from the image\'s command lines, with the compose env
       const port = ports.get(Number(environment(c.services[service]!)[`${service === 'gateway' ? 'GATEWAY' : service === 'query' ? 'QUERY' : 'INGESTER'}_PORT`]))!;
       await waitHealthy(app, `http://127.0.0.1:${port}/healthz`, 90_000);
     }
+    // The gateway's command line carries --single-threaded-gc to node: it does not ask for it.
+    assert.doesNotMatch(apps.get('gateway')!.output, /single-threaded-gc/);
   });
 
   after(async () => {

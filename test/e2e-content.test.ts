@@ -88,6 +88,8 @@ before(async () => {
   const gateway = startApp('gateway', 'apps/gateway/src/main.ts', { ...env, GATEWAY_PORT: String(gp), SIGHTLINE_SPOOL_DIR: spoolDir });
   apps.push(ingester, query, gateway);
   await Promise.all([waitHealthy(ingester, `http://127.0.0.1:${ip}/healthz`), waitHealthy(query, `${queryUrl}/healthz`), waitHealthy(gateway, `${gatewayUrl}/healthz`)]);
+  // Started without V8's single-threaded GC while its content thread is on: the gateway says so.
+  assert.match(gateway.output, /started without --single-threaded-gc/);
   // Policies first: they reach the gateway through the same watched bucket as the keys, in order.
   for (const [team, policy] of [['open', 'full'], ['private', 'redacted'], ['silent', 'none']] as const) {
     const r = await admin('PUT', `/v1/admin/teams/${team}`, { content_capture: policy });

@@ -170,6 +170,14 @@ export interface StackOptions {
  * the authentication-off gateway gets them too, so both send the mock the same headers and
  * differ only in the auth stage.
  */
+/**
+ * Node flags of every Sightline arm: the gateway as it ships (package.json `start`, the
+ * Dockerfile and compose files). `--single-threaded-gc` keeps V8's GC helper threads, which
+ * run at the process's priority, from collecting the nice-19 content thread's heap at full
+ * priority (docs/configuration.md, "V8 flags"). The peers run as they are.
+ */
+const GATEWAY_NODE_ARGS = ['--single-threaded-gc'] as const;
+
 const DUMMY_PROVIDER_KEYS = { OPENAI_API_KEY: 'sk-bench-configured-not-a-real-key', ANTHROPIC_API_KEY: 'sk-ant-bench-configured-not-a-real-key' };
 
 /**
@@ -343,7 +351,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       };
       if (auth) env.SIGHTLINE_ADMIN_TOKEN = adminToken;
       if (name === 'sightline-nocapture') env.SIGHTLINE_BENCH_CAPTURE_OFF = '1';
-      const app = startApp(name, 'apps/gateway/src/main.ts', env);
+      const app = startApp(name, 'apps/gateway/src/main.ts', env, GATEWAY_NODE_ARGS);
       stoppers.push(async () => {
         await app.stop();
       });
@@ -415,7 +423,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
         OPENAI_BASE_URL: `${mock.url}/v1`,
         ANTHROPIC_BASE_URL: mock.url,
       };
-      const app = startApp(name, 'apps/sightline/src/main.ts', env);
+      const app = startApp(name, 'apps/sightline/src/main.ts', env, GATEWAY_NODE_ARGS);
       stoppers.push(async () => {
         await app.stop();
       });
