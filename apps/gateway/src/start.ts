@@ -79,9 +79,9 @@ export async function startGateway(opts: StartGatewayOptions): Promise<GatewayHa
   const contentWorker = enabled && opts.config.capture.content !== 'none' || enabled && opts.directory != null ? (opts.contentThread === false ? null : new ContentWorker(log)) : null;
   contentWorker?.warm();
   if (contentWorker !== null && !process.execArgv.includes('--single-threaded-gc')) {
-    // V8's GC helper threads run at the process's priority: they do the nice-19 content
-    // thread's collections at full priority, and hand it the task-queue lock it may then hold
-    // while starved. Node reads V8 flags only at its start (docs/configuration.md).
+    // V8's GC helper threads run at the process's priority: they did the nice-19 content
+    // thread's collections at full priority, beside this thread. Node reads V8 flags only
+    // when it starts (docs/configuration.md, "V8 flags").
     log('the content thread is on and node was started without --single-threaded-gc: on a busy core, large prompts get a worse tail (docs/configuration.md, "V8 flags")');
   }
   if (enabled) {
