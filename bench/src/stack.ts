@@ -165,12 +165,6 @@ export interface StackOptions {
 }
 
 /**
- * Provider keys the gateways are configured with. With authentication on, provider
- * credentials come from the configuration only (the client's credential is a Sightline key);
- * the authentication-off gateway gets them too, so both send the mock the same headers and
- * differ only in the auth stage.
- */
-/**
  * Node flags of every Sightline arm: the gateway as it ships (package.json `start`, the
  * Dockerfile and compose files). `--single-threaded-gc` keeps V8's GC helper threads, which
  * run at the process's priority, from collecting the nice-19 content thread's heap at full
@@ -178,6 +172,12 @@ export interface StackOptions {
  */
 const GATEWAY_NODE_ARGS = ['--single-threaded-gc'] as const;
 
+/**
+ * Provider keys the gateways are configured with. With authentication on, provider
+ * credentials come from the configuration only (the client's credential is a Sightline key);
+ * the authentication-off gateway gets them too, so both send the mock the same headers and
+ * differ only in the auth stage.
+ */
 const DUMMY_PROVIDER_KEYS = { OPENAI_API_KEY: 'sk-bench-configured-not-a-real-key', ANTHROPIC_API_KEY: 'sk-ant-bench-configured-not-a-real-key' };
 
 /**

@@ -7,7 +7,6 @@ import { markDiffNs } from '@sightline/core';
 import type { CaptureSink, RequestRecord } from '@sightline/capture';
 import type { Breaker } from './breaker.js';
 
-/** Upper bounds of the latency histograms, in seconds. */
 /** How often the event loop's delay is sampled (`monitorEventLoopDelay`'s resolution). */
 const LOOP_DELAY_RESOLUTION_MS = 10;
 
@@ -20,6 +19,7 @@ export function loopDelaySeconds(intervalNs: number): number {
   return Math.max(0, intervalNs - LOOP_DELAY_RESOLUTION_MS * 1e6) / 1e9;
 }
 
+/** Upper bounds of the latency histograms, in seconds. */
 const BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
 class Histogram {

@@ -188,7 +188,7 @@ export function contentFrom(rec: ContentInput, opts: ContentOptions): WireConten
  * past Latin-1 (any emoji, CJK, a typographic dash: common in model output) is a two-byte
  * string in V8; joined with a one-byte prompt, the whole record became two-byte when it was
  * encoded, and V8 widened every character of the prompt into fresh memory first: about 1 ms
- * for a 64 KiB prompt here, most of it page faults (loop rig, perf, 2 December). Written
+ * for a 64 KiB prompt here, much of it page faults (loop rig, perf, 2 December). Written
  * part by part (job.ts writeParts), each keeps its own encoding.
  */
 export function contentJsonParts(c: WireContent | null): string[] {
