@@ -32,7 +32,8 @@ export type ContentJobAnswer = ({ id: number } & PreparedRecords) | { id: number
  * at once: the serving thread lost the core for the worker's whole batch, p50 1.4–1.5 ms per
  * flush measured around postMessage, against 44–78 µs at nice 19 (nice 5 and 10: p90 still
  * 1.7 ms). With a core to spare nothing changes. Under full load on one core it gets ~1.5 % of
- * it; a batch it leaves unanswered for 1 s is made on the serving thread (content-worker.ts).
+ * it; its batches are waited for, and past the capture's bound (4 MiB of unanswered jobs) the
+ * serving thread makes records itself as requests end (capture.ts).
  */
 try {
   if (process.platform === 'linux') setPriority(19);

@@ -22,7 +22,7 @@ import type { CaptureConfig } from '@sightline/config';
 import type { RequestRecord } from './record.js';
 import { batchHead, recordUsage, usageMembers, wireHead } from './wire.js';
 import { contentJsonParts, contentOf, type ContentOptions, type ContentPreparer } from './content.js';
-import { BATCH_HEAD_ROOM, RECORD_GAP_BYTES, BatchCutter, JobBatch, PagePool, jobsOf, partsBuffer, partsBytes, preparedViews, prepareJob, recordParts, recordsBytes, writeParts } from './job.js';
+import { BATCH_HEAD_ROOM, RECORD_GAP_BYTES, BatchCutter, JobBatch, PagePool, jobsOf, partsBuffer, partsBytes, preparedViews, prepareJob, recordParts, recordsBytes } from './job.js';
 import { Spool, type SpoolEntry } from './spool.js';
 import type { CaptureSink, CaptureStats } from './sink.js';
 
@@ -174,11 +174,7 @@ export class Capture implements CaptureSink {
       for (const maxBytes of [content.maxBytes, content.maxBytes / 4, content.maxBytes / 16]) {
         const parts = [head, ...contentJsonParts(contentOf(rec, maxBytes === content.maxBytes ? content : { ...content, maxBytes: Math.floor(maxBytes) })), '}'];
         const n = partsBytes(parts);
-        if (n <= MAX_RECORD_BYTES) {
-          const data = Buffer.allocUnsafe(n);
-          writeParts(parts, data, 0);
-          return data;
-        }
+        if (n <= MAX_RECORD_BYTES) return partsBuffer(parts, n);
       }
     }
     return partsBuffer([head, 'null', '}']);
@@ -226,8 +222,8 @@ export class Capture implements CaptureSink {
 
   /**
    * Whether the jobs at the preparer and those waiting for the next flush have reached
-   * `preparingMaxBytes`, while the preparer holds some unanswered: the flush would then have
-   * to make them here (#sendJobs), all at once.
+   * `preparingMaxBytes` while the preparer holds some unanswered: records are then made here
+   * as they are handed over (record), so the preparer never holds much more than the bound.
    */
   #overBound(): boolean {
     return this.#preparingBytes > 0 && this.#preparingBytes + this.#jobs.bytes >= this.#preparingMaxBytes;
@@ -261,8 +257,8 @@ export class Capture implements CaptureSink {
 
   /**
    * Sends the records handed over since the last flush to the preparer, in one message; their
-   * batch is built when the answer comes. If the preparer fails, or already holds
-   * `preparingMaxBytes` of jobs, they are prepared here rather than lost or left to pile up.
+   * batch is built when the answer comes. If the preparer fails, they are prepared here rather
+   * than lost. (Past `preparingMaxBytes` records do not reach #jobs: record makes them here.)
    */
   #sendJobs(): void {
     const batch = this.#jobs;
@@ -272,11 +268,10 @@ export class Capture implements CaptureSink {
     const content = this.#content!;
     const message = batch.message();
     const bytes = batch.bytes;
-    let posted = false;
     const cut = { maxBytes: this.#maxBytes, maxRequests: this.#cfg.batchMaxRequests };
     const done = (records: readonly (Uint8Array | null)[]): void => {
       this.#preparing -= n;
-      if (posted) this.#preparingBytes -= bytes;
+      this.#preparingBytes -= bytes;
       let here: ReturnType<typeof jobsOf> | null = null;
       if (records.length === 0) {
         // Made here, the whole batch: laid out as the thread lays it out (one buffer, room for
@@ -316,7 +311,6 @@ export class Capture implements CaptureSink {
     };
     // The bound is kept as records are handed over (#overBound): these jobs were taken while
     // under it, so they go to the preparer, the last one past it included.
-    posted = true;
     this.#preparingBytes += bytes;
     this.#preparer!.prepareJobs(message, content.maxBytes, content.keepBase64, cut).then((p) => {
       let records: (Uint8Array | null)[];

@@ -234,9 +234,9 @@ export function writeParts(parts: readonly string[], out: Buffer, at: number): n
   return n;
 }
 
-/** The parts as one UTF-8 buffer of exactly their bytes. */
-export function partsBuffer(parts: readonly string[]): Buffer {
-  const out = Buffer.allocUnsafe(partsBytes(parts));
+/** The parts as one UTF-8 buffer of exactly their bytes (`bytes`, when the caller has counted them). */
+export function partsBuffer(parts: readonly string[], bytes = partsBytes(parts)): Buffer {
+  const out = Buffer.allocUnsafe(bytes);
   writeParts(parts, out, 0);
   return out;
 }
