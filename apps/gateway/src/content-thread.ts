@@ -6,7 +6,7 @@
  */
 import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
-import { jobsOf, recordsBytes, type BatchCut, type JobsMessage, type PreparedRecords } from '@sightline/capture';
+import { answerInArea, jobsOf, recordsBytes, type BatchCut, type JobsMessage, type PreparedRecords } from '@sightline/capture';
 import { redactSecrets } from '@sightline/redact';
 
 /** A batch's records (ContentWorker.prepareJobs). */
@@ -16,11 +16,15 @@ export interface RecordJobsMessage {
   maxBytes: number;
   keepBase64: boolean;
   cut: BatchCut;
+  /** Where the records are written and marked done (job.ts answerArea), in place of a message back. */
+  area: SharedArrayBuffer;
 }
 
 /**
- * The records as UTF-8 JSON in `buffer` (moved to the serving thread, not copied), laid out by
- * recordsBytes: `spans` holds each one's offset and length, −1 for a job the worker could not make.
+ * A message back, only when the records did not fit their answer area: the records as UTF-8
+ * JSON in `buffer` (moved to the serving thread, not copied), laid out by recordsBytes:
+ * `spans` holds each one's offset and length, −1 for a job the worker could not make. Or what
+ * went wrong.
  */
 export type ContentJobAnswer = ({ id: number } & PreparedRecords) | { id: number; error: string };
 
@@ -45,8 +49,10 @@ parentPort?.on('message', (m: RecordJobsMessage) => {
   try {
     // Each job alone (one that fails answers −1: the serving thread then makes it itself).
     const { heads, jobs } = jobsOf(m.jobs);
-    const { buffer, spans, starts } = recordsBytes(heads, jobs, m.maxBytes, m.keepBase64, redactSecrets, m.cut);
-    parentPort!.postMessage({ id: m.id, buffer, spans, starts } satisfies ContentJobAnswer, [buffer]);
+    const p = recordsBytes(heads, jobs, m.maxBytes, m.keepBase64, redactSecrets, m.cut, m.area);
+    // In the area: no message; the serving thread polls the area (job.ts answerArea says why).
+    if (p.buffer === m.area) answerInArea(m.area, p);
+    else parentPort!.postMessage({ id: m.id, buffer: p.buffer as ArrayBuffer, spans: p.spans, starts: p.starts } satisfies ContentJobAnswer, [p.buffer as ArrayBuffer]);
   } catch (e) {
     parentPort!.postMessage({ id: m.id, error: e instanceof Error ? e.message : String(e) } satisfies ContentJobAnswer);
   }

@@ -2,13 +2,16 @@
  * Records made whole in a worker thread (issue 15): a 64 KiB prompt costs the capture path
  * hundreds of microseconds of scanning and serialising, and reading a stream's usage tens,
  * which on the serving thread would delay the requests queued behind them. The serving thread
- * copies the bytes into shared pages (job.ts) and posts a batch's jobs in one flat message;
- * the worker answers the records' bytes. If the worker dies (or answers nothing for
+ * copies the bytes into shared pages (job.ts) and posts a batch's jobs in one flat message,
+ * with an answer area of shared memory; the worker writes the records' bytes there and marks it
+ * done, and the serving thread polls the areas of the batches it waits for (every POLL_MS):
+ * no message comes back, and with it no lock the worker holds while it wakes this thread
+ * (job.ts answerArea). Records that do not fit their area come back by message. If the worker dies (or answers nothing for
  * `stuckMs` while jobs wait), jobs fail and the capture makes them itself (capture.ts); a new
  * worker is started for later jobs. A worker that is only slow (no CPU) is waited for.
  */
 import { Worker } from 'node:worker_threads';
-import { jobCount, type BatchCut, type ContentPreparer, type JobsMessage, type PreparedRecords } from '@sightline/capture';
+import { answerArea, answerFromArea, jobCount, type BatchCut, type ContentPreparer, type JobsMessage, type PreparedRecords } from '@sightline/capture';
 import type { ContentJobAnswer, RecordJobsMessage } from './content-thread.js';
 
 interface Waiting {
@@ -16,7 +19,17 @@ interface Waiting {
   reject: (e: Error) => void;
   /** performance.now() when it was posted. */
   posted: number;
+  /** Where the worker answers (job.ts answerArea), and for how many jobs. */
+  area: SharedArrayBuffer;
+  jobs: number;
 }
+
+/**
+ * How often the areas of waiting batches are looked at. A batch waits up to the flush interval
+ * (50 ms by default) before it is sent, so a few ms more are nothing; each look is an atomic
+ * load per waiting batch.
+ */
+const POLL_MS = 2;
 
 /** Once a minute at most, the log says batches waited long for the thread. */
 const LATE_LOG_MS = 60_000;
@@ -48,6 +61,9 @@ export class ContentWorker implements ContentPreparer {
   /** When the thread last answered, or when it was given work while it had none. */
   #lastAnswer = 0;
   #watchdog: NodeJS.Timeout | null = null;
+  #poller: NodeJS.Timeout | null = null;
+  /** Batches answered by message: their records did not fit the area (or the worker failed on them). */
+  answeredByMessage = 0;
 
   /**
    * The thread runs at the lowest priority (content-thread.ts), so on a core kept busy by the
@@ -81,28 +97,47 @@ export class ContentWorker implements ContentPreparer {
     w.unref();
     w.on('message', (a: ContentJobAnswer) => {
       if (this.#worker !== w) return;
-      this.#lastAnswer = performance.now();
       const job = this.#waiting.get(a.id);
       if (job === undefined) return;
-      this.#waiting.delete(a.id);
-      const waited = this.#lastAnswer - job.posted;
-      if (waited > this.#lateMs) {
-        this.late++;
-        if (this.#lastAnswer - this.#lateLogged >= LATE_LOG_MS) {
-          this.#lateLogged = this.#lastAnswer;
-          this.log(`content worker: a batch waited ${Math.round(waited)} ms for the thread (the core is busy; ${this.late} such batches so far)`);
-        }
-      }
-      if ('error' in a) {
-        // A fault in the thread's code: the capture makes these records itself.
-        this.log(`content worker: ${a.error}`);
-        job.reject(new Error(`content worker: ${a.error}`));
-      } else job.resolve(a);
+      this.answeredByMessage++;
+      this.#answered(a.id, job, a);
     });
     w.on('error', (e) => this.#fail(w, e));
     w.on('exit', (code) => this.#fail(w, new Error(`content worker exited with code ${code}`)));
     this.#worker = w;
     return w;
+  }
+
+  #answered(id: number, job: Waiting, a: ContentJobAnswer): void {
+    this.#lastAnswer = performance.now();
+    this.#waiting.delete(id);
+    const waited = this.#lastAnswer - job.posted;
+    if (waited > this.#lateMs) {
+      this.late++;
+      if (this.#lastAnswer - this.#lateLogged >= LATE_LOG_MS) {
+        this.#lateLogged = this.#lastAnswer;
+        this.log(`content worker: a batch waited ${Math.round(waited)} ms for the thread (the core is busy; ${this.late} such batches so far)`);
+      }
+    }
+    if ('error' in a) {
+      // A fault in the thread's code: the capture makes these records itself.
+      this.log(`content worker: ${a.error}`);
+      job.reject(new Error(`content worker: ${a.error}`));
+    } else job.resolve(a);
+  }
+
+  /** Looks at the areas of the waiting batches; again in POLL_MS while any still wait. */
+  #poll(): void {
+    if (this.#poller !== null) return;
+    this.#poller = setTimeout(() => {
+      this.#poller = null;
+      for (const [id, job] of this.#waiting) {
+        const p = answerFromArea(job.area, job.jobs);
+        if (p !== null) this.#answered(id, job, { id, ...p });
+      }
+      if (this.#waiting.size > 0) this.#poll();
+    }, POLL_MS);
+    this.#poller.unref();
   }
 
   /** The thread `w` is gone or given up on: its jobs fail, and the capture makes them. */
@@ -140,7 +175,8 @@ export class ContentWorker implements ContentPreparer {
 
   prepareJobs(jobs: JobsMessage, maxBytes: number, keepBase64: boolean, cut: BatchCut): Promise<PreparedRecords> {
     const n = jobCount(jobs);
-    return this.#post((id): RecordJobsMessage => ({ id, jobs, maxBytes, keepBase64, cut })).then((a) => {
+    const area = answerArea(jobs);
+    return this.#post(area, n, (id): RecordJobsMessage => ({ id, jobs, maxBytes, keepBase64, cut, area })).then((a) => {
       if (!('spans' in a) || a.spans.length !== n * 2) throw new Error('content worker: unexpected answer');
       // A job the worker could not make (length −1) is made by the capture itself.
       return { buffer: a.buffer, spans: a.spans, starts: a.starts };
@@ -152,7 +188,7 @@ export class ContentWorker implements ContentPreparer {
    * fails with them (it exits, or cannot start) leaves the capture's fallback every byte to
    * read — no record is lost.
    */
-  #post(message: (id: number) => RecordJobsMessage): Promise<ContentJobAnswer> {
+  #post(area: SharedArrayBuffer, jobs: number, message: (id: number) => RecordJobsMessage): Promise<ContentJobAnswer> {
     if (this.#closed) return Promise.reject(new Error('content worker closed'));
     const w = this.#worker ?? this.#start();
     const id = ++this.#nextId;
@@ -160,7 +196,7 @@ export class ContentWorker implements ContentPreparer {
       const now = performance.now();
       // The stuck clock starts when the thread is given work while it has none.
       if (this.#waiting.size === 0) this.#lastAnswer = now;
-      this.#waiting.set(id, { resolve, reject, posted: now });
+      this.#waiting.set(id, { resolve, reject, posted: now, area, jobs });
       try {
         w.postMessage(message(id));
       } catch (e) {
@@ -169,12 +205,15 @@ export class ContentWorker implements ContentPreparer {
         return;
       }
       this.#watch();
+      this.#poll();
     });
   }
 
   async close(): Promise<void> {
     this.#closed = true;
     if (this.#watchdog !== null) clearTimeout(this.#watchdog);
+    if (this.#poller !== null) clearTimeout(this.#poller);
+    this.#poller = null;
     const w = this.#worker;
     this.#worker = null;
     // Jobs still waiting are the capture's to make (it flushes before it closes this).

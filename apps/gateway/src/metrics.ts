@@ -60,7 +60,7 @@ export class Metrics {
    */
   readonly #loopDelay: IntervalHistogram = monitorEventLoopDelay({ resolution: LOOP_DELAY_RESOLUTION_MS });
   /** The capture's content worker thread, when there is one (start.ts): its late batches. */
-  contentThread: { late: number } | null = null;
+  contentThread: { late: number; answeredByMessage: number } | null = null;
 
   constructor(
     readonly capture: CaptureSink | null,
@@ -122,7 +122,10 @@ export class Metrics {
       out += `# HELP sightline_capture_queue_depth Requests waiting to be published.\n# TYPE sightline_capture_queue_depth gauge\nsightline_capture_queue_depth ${s.queued}\n`;
     }
     const t = this.contentThread;
-    if (t !== null) out += counter('sightline_capture_content_late_total', 'Batches the content thread answered more than 1 s after they were posted (it runs at nice 19 and had little CPU).', t.late);
+    if (t !== null) {
+      out += counter('sightline_capture_content_late_total', 'Batches the content thread answered more than 1 s after they were posted (it runs at nice 19 and had little CPU).', t.late);
+      out += counter('sightline_capture_content_answered_by_message_total', 'Batches the content thread answered by message, not in their shared answer area: their records did not fit it (content that escapes to more than 1.5 times its bytes), or the thread failed on them.', t.answeredByMessage);
+    }
     return out;
   }
 }

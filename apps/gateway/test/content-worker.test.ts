@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MemoryBus } from '@sightline/bus';
-import { BATCH_HEAD_ROOM, Capture, JobBatch, PagePool, RequestRecord, jobCount, preparedViews, keepContent, keepResponseChunk, toWire, type BatchCut, type ContentPreparer, type JobsMessage, type PreparedRecords } from '@sightline/capture';
+import { BATCH_HEAD_ROOM, Capture, answerRecordsAt, JobBatch, PagePool, RequestRecord, jobCount, preparedViews, keepContent, keepResponseChunk, toWire, type BatchCut, type ContentPreparer, type JobsMessage, type PreparedRecords } from '@sightline/capture';
 import type { CaptureBatchV2 } from '@sightline/core';
 import { redactSecrets } from '@sightline/redact';
 import { ContentWorker } from '../src/content-worker.js';
@@ -37,6 +37,33 @@ test('the worker makes exactly the records the serving thread would', async () =
     assert.equal(there.length, 3);
     assert.deepEqual(there.map((b) => Buffer.from(b!).toString('utf8')), here);
     assert.ok(here.every((j) => !j.includes(LEAKED)));
+  } finally {
+    await w.close();
+  }
+});
+
+test('the worker answers in the shared area, not by message; records past the area come back by message, the same bytes', async () => {
+  const w = new ContentWorker();
+  try {
+    const make = async (records: RequestRecord[]): Promise<void> => {
+      const batch = new JobBatch(new PagePool());
+      const here = records.map((r) => {
+        batch.add(r, 256 * 1024);
+        return JSON.stringify(toWire(r, { maxBytes: 256 * 1024, keepBase64: false, redactSecrets }));
+      });
+      const p = await w.prepareJobs(batch.message(), 256 * 1024, false, CUT);
+      assert.deepEqual(preparedViews(p).map((b) => Buffer.from(b!).toString('utf8')), here);
+    };
+    await make([record(1), record(16)]);
+    assert.equal(w.answeredByMessage, 0);
+    // A prompt of quotes: the body holds each as \" (2 bytes) and the record as \\\" (4), past
+    // the area's estimate (1.5×).
+    const escaped = servedRecord();
+    escaped.contentPolicy = 'full';
+    escaped.requestBody = Buffer.from(JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: '"'.repeat(20_000) }] }));
+    keepContent(escaped, Buffer.from('{"choices":[{"message":{"content":"ok"}}]}'), 256 * 1024);
+    await make([record(1), escaped, record(2)]);
+    assert.equal(w.answeredByMessage, 1);
   } finally {
     await w.close();
   }
@@ -104,11 +131,13 @@ test('the records of a batch go to the worker in one message; their usage is rea
     assert.equal(messages, 0);
     assert.equal(await capture.close(5000), 0);
     assert.deepEqual([messages, jobs], [1, 5]);
-    // The batch was written around the worker's answer where it lay: its header in the room the
-    // worker left before the first record, no copy.
+    // The batch was written around the worker's answer where it lay, in the shared answer area
+    // after its numbers: its header in the room the worker left before the first record, no copy.
     const [raw] = await bus.fetch(10, 10);
     const head = Buffer.from(raw!.data).toString('utf8').split('"records":[')[0]!.length + '"records":['.length;
-    assert.equal(raw!.data.byteOffset, BATCH_HEAD_ROOM - head);
+    assert.ok(raw!.data.buffer instanceof SharedArrayBuffer);
+    assert.equal(raw!.data.byteOffset, answerRecordsAt(5) + BATCH_HEAD_ROOM - head);
+    assert.equal(w.answeredByMessage, 0);
     assert.ok(raw!.data.buffer.byteLength >= raw!.data.byteOffset + raw!.data.length);
     raw!.nak();
     const batches = await published(bus, 5);

@@ -287,4 +287,5 @@ test('health and metrics', async () => {
   assert.match(m, /sightline_capture_dropped_total 0/);
   // Content capture is on (the default, full): its worker thread's late batches are counted.
   assert.match(m, /# TYPE sightline_capture_content_late_total counter\nsightline_capture_content_late_total \d+\n/);
+  assert.match(m, /# TYPE sightline_capture_content_answered_by_message_total counter\nsightline_capture_content_answered_by_message_total 0\n/);
 });

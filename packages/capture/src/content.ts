@@ -245,6 +245,8 @@ export interface JobsMessage {
   /** Per record, META numbers: flags, then (page, offset, length) of the kept response, request body and answer (length −1: none), then the answer's kept and total bytes. */
   meta: Float64Array;
   pages: SharedArrayBuffer[];
+  /** The bytes `recordsBytes` expects its records to take (jobEstimate per job, summed). */
+  estimate: number;
 }
 
 /**
@@ -255,7 +257,8 @@ export interface JobsMessage {
  * offsets of the records with free room before them.
  */
 export interface PreparedRecords {
-  buffer: ArrayBuffer;
+  /** The worker's own buffer (moved), or the shared answer area the serving thread gave it (job.ts answerArea). */
+  buffer: ArrayBuffer | SharedArrayBuffer;
   spans: Int32Array;
   starts: Int32Array;
 }

@@ -54,6 +54,8 @@ export class JobBatch {
   #at = 0;
   /** Bytes copied into pages. */
   bytes = 0;
+  /** What the records are expected to take (jobEstimate). */
+  #estimate = 0;
 
   constructor(readonly pool: PagePool) {}
 
@@ -139,13 +141,14 @@ export class JobBatch {
       meta[m + 10] = rec.contentOutKept;
       meta[m + 11] = rec.contentOutBytes;
     }
+    this.#estimate += jobEstimate(head, rec.contentPolicy === 'none' ? 0 : (rec.requestBody?.byteLength ?? 0) + rec.contentOutKept);
     meta[m] = flags;
     this.#heads.push(head);
     this.#usage.push(usage);
   }
 
   message(): JobsMessage {
-    return { heads: this.#heads.join('\n'), usage: this.#usage.join('\n'), meta: this.#meta.subarray(0, this.#heads.length * META), pages: this.#pages };
+    return { heads: this.#heads.join('\n'), usage: this.#usage.join('\n'), meta: this.#meta.subarray(0, this.#heads.length * META), pages: this.#pages, estimate: this.#estimate };
   }
 
   /** The pages back to the pool: once the worker has answered, or the jobs were made here. */
@@ -155,6 +158,57 @@ export class JobBatch {
     this.#page = null;
     this.#pageIndex = -1;
   }
+}
+
+/**
+ * The bytes a record is expected to take, from its head and its request and kept answer bytes:
+ * JSON escaping adds a quarter or so to a JSON body (its quotes), and the usage and the content's
+ * other fields are well under 1 KiB.
+ */
+function jobEstimate(head: string, contentBytes: number): number {
+  return Buffer.byteLength(head) + 1024 + 1.5 * contentBytes;
+}
+
+/**
+ * The answer area (issue 15): shared memory the serving thread gives the thread with a batch's
+ * jobs, for the thread to write the records into and mark done, in place of a message back.
+ * A message back held the serving thread's port mutex while it woke that thread
+ * (MessagePortData::AddToIncomingQueue calls uv_async_send under it): the woken serving
+ * thread took the core from the nice-19 thread at once, then slept on the mutex the starved
+ * thread still held, up to 373 ms in the loop rig. The serving thread polls the area instead.
+ *
+ * Layout: Int32 [state, number of starts, spans (2 per job), starts (up to 1 per job)], then
+ * the records from `answerRecordsAt(n)`. Records that do not fit are answered by message.
+ */
+const ANSWER_DONE = 1;
+
+/** Where the records start in an answer area for `n` jobs: after its numbers, 8-byte aligned. */
+export function answerRecordsAt(n: number): number {
+  return Math.ceil((4 * (2 + 3 * n)) / 8) * 8;
+}
+
+/** A zeroed answer area for a message's jobs, sized as recordsBytes expects them to take. */
+export function answerArea(m: JobsMessage): SharedArrayBuffer {
+  const n = jobCount(m);
+  return new SharedArrayBuffer(answerRecordsAt(n) + Math.ceil(m.estimate) + BATCH_HEAD_ROOM);
+}
+
+/** In the thread: writes the records' places into `area` (their bytes are there already) and marks it done. */
+export function answerInArea(area: SharedArrayBuffer, p: PreparedRecords): void {
+  const n = p.spans.length / 2;
+  const ints = new Int32Array(area, 0, 2 + 3 * n);
+  ints.set(p.spans, 2);
+  ints.set(p.starts, 2 + 2 * n);
+  ints[1] = p.starts.length;
+  // Seq-cst: whoever loads DONE sees every byte written before it.
+  Atomics.store(ints, 0, ANSWER_DONE);
+}
+
+/** On the serving thread: the records of a done area for `n` jobs, or null while the thread is at it. */
+export function answerFromArea(area: SharedArrayBuffer, n: number): PreparedRecords | null {
+  const ints = new Int32Array(area, 0, 2 + 3 * n);
+  if (Atomics.load(ints, 0) !== ANSWER_DONE) return null;
+  return { buffer: area, spans: ints.subarray(2, 2 + 2 * n), starts: ints.subarray(2 + 2 * n, 2 + 2 * n + ints[1]!) };
 }
 
 /** The number of records in a message. */
@@ -284,21 +338,32 @@ export class BatchCutter {
  * the serving thread (its transfer list). Each record is followed by `, `, and BATCH_HEAD_ROOM
  * free bytes come before the first and before each record where `cut` starts a new batch.
  * `spans` holds each record's offset and length (a job that cannot be made has length −1 and
- * no bytes); `starts`, the offsets of the records with room before them.
+ * no bytes); `starts`, the offsets of the records with room before them. Given an answer area
+ * (answerArea), the records are written there while they fit it; past it, into a buffer of
+ * the thread's own, which the answer then is (with the area's bytes so far copied in).
  */
-export function recordsBytes(heads: readonly string[], jobs: readonly RecordJob[], maxBytes: number, keepBase64: boolean, redactSecrets: SecretRedactor, cut: BatchCut): PreparedRecords {
+export function recordsBytes(heads: readonly string[], jobs: readonly RecordJob[], maxBytes: number, keepBase64: boolean, redactSecrets: SecretRedactor, cut: BatchCut, area?: SharedArrayBuffer): PreparedRecords {
   const cutter = new BatchCutter(cut.maxBytes, cut.maxRequests);
   // Each record is written as soon as it is made, so its JSON string dies young: keeping a
   // batch's strings until the end (to size the buffer exactly) had the young generation copy
   // them at every scavenge (16 KiB prompts: p50 207 µs a record against a best of 49).
   // The buffer starts at an estimate (JSON escaping adds a little to a JSON body) and doubles
   // when a record does not fit; what is left at its end goes with it.
-  let estimate = 0;
-  for (const j of jobs) estimate += 1024 + 1.25 * ((j.content?.requestBody?.byteLength ?? 0) + (j.content?.contentOutKept ?? 0));
-  let out = Buffer.from(new ArrayBuffer(Math.ceil(estimate) + BATCH_HEAD_ROOM));
+  let out: Buffer;
+  let at = 0;
+  if (area !== undefined) {
+    out = Buffer.from(area);
+    at = answerRecordsAt(jobs.length);
+  } else {
+    let estimate = 0;
+    for (let i = 0; i < jobs.length; i++) {
+      const c = jobs[i]!.content;
+      estimate += jobEstimate(heads[i]!, c === null ? 0 : (c.requestBody?.byteLength ?? 0) + c.contentOutKept);
+    }
+    out = Buffer.from(new ArrayBuffer(Math.ceil(estimate) + BATCH_HEAD_ROOM));
+  }
   const spans = new Int32Array(jobs.length * 2);
   const starts: number[] = [];
-  let at = 0;
   let first = true;
   for (let i = 0; i < jobs.length; i++) {
     let j: string[] | null = null;
@@ -330,7 +395,7 @@ export function recordsBytes(heads: readonly string[], jobs: readonly RecordJob[
     at += writeParts(j, out, at);
     at += RECORD_GAP.copy(out, at);
   }
-  return { buffer: out.buffer as ArrayBuffer, spans, starts: Int32Array.from(starts) };
+  return { buffer: out.buffer, spans, starts: Int32Array.from(starts) };
 }
 
 /** The records of a PreparedRecords as views of its buffer; null where a job was not made. */
