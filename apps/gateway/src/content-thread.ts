@@ -6,7 +6,7 @@
  */
 import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
-import { answerInArea, jobsOf, recordsBytes, type BatchCut, type JobsMessage, type PreparedRecords } from '@sightline/capture';
+import { answerInArea, answerUsed, jobsOf, recordsBytes, type BatchCut, type JobsMessage, type PreparedRecords } from '@sightline/capture';
 import { redactSecrets } from '@sightline/redact';
 
 /** A batch's records (ContentWorker.prepareJobs). */
@@ -51,7 +51,7 @@ parentPort?.on('message', (m: RecordJobsMessage) => {
     const { heads, jobs } = jobsOf(m.jobs);
     const p = recordsBytes(heads, jobs, m.maxBytes, m.keepBase64, redactSecrets, m.cut, m.area);
     // In the area: no message; the serving thread polls the area (job.ts answerArea says why).
-    if (p.buffer === m.area) answerInArea(m.area, p);
+    if (p.buffer === m.area) answerInArea(m.area, p, answerUsed(p));
     else parentPort!.postMessage({ id: m.id, buffer: p.buffer as ArrayBuffer, spans: p.spans, starts: p.starts } satisfies ContentJobAnswer, [p.buffer as ArrayBuffer]);
   } catch (e) {
     parentPort!.postMessage({ id: m.id, error: e instanceof Error ? e.message : String(e) } satisfies ContentJobAnswer);

@@ -42,28 +42,34 @@ test('the worker makes exactly the records the serving thread would', async () =
   }
 });
 
-test('the worker answers in the shared area, not by message; records past the area come back by message, the same bytes', async () => {
+test('the worker answers in a shared area, not by message; areas are reused, answers taken stay whole; records past the area come back by message', async () => {
   const w = new ContentWorker();
   try {
+    const answers: { p: PreparedRecords; here: string[] }[] = [];
     const make = async (records: RequestRecord[]): Promise<void> => {
       const batch = new JobBatch(new PagePool());
       const here = records.map((r) => {
         batch.add(r, 256 * 1024);
         return JSON.stringify(toWire(r, { maxBytes: 256 * 1024, keepBase64: false, redactSecrets }));
       });
-      const p = await w.prepareJobs(batch.message(), 256 * 1024, false, CUT);
-      assert.deepEqual(preparedViews(p).map((b) => Buffer.from(b!).toString('utf8')), here);
+      answers.push({ p: await w.prepareJobs(batch.message(), 256 * 1024, false, CUT), here });
     };
-    await make([record(1), record(16)]);
+    // One after the other: each batch takes the area the one before gave back.
+    for (let i = 0; i < 4; i++) await make([record(1 + i), record(16 - i)]);
     assert.equal(w.answeredByMessage, 0);
-    // A prompt of quotes: the body holds each as \" (2 bytes) and the record as \\\" (4), past
-    // the area's estimate (1.5×).
+    assert.equal(w.areasMade, 1);
+    // A body of raw control bytes: each escapes to six (\u0001), far past the area's estimate (1.5×).
     const escaped = servedRecord();
     escaped.contentPolicy = 'full';
-    escaped.requestBody = Buffer.from(JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: '"'.repeat(20_000) }] }));
+    escaped.requestBody = Buffer.alloc(100_000, 1);
     keepContent(escaped, Buffer.from('{"choices":[{"message":{"content":"ok"}}]}'), 256 * 1024);
     await make([record(1), escaped, record(2)]);
     assert.equal(w.answeredByMessage, 1);
+    // Every answer is still what the serving thread makes, though its area took later batches.
+    for (const { p, here } of answers) {
+      assert.ok(!(p.buffer instanceof SharedArrayBuffer));
+      assert.deepEqual(preparedViews(p).map((b) => Buffer.from(b!).toString('utf8')), here);
+    }
   } finally {
     await w.close();
   }
@@ -135,7 +141,8 @@ test('the records of a batch go to the worker in one message; their usage is rea
     // after its numbers: its header in the room the worker left before the first record, no copy.
     const [raw] = await bus.fetch(10, 10);
     const head = Buffer.from(raw!.data).toString('utf8').split('"records":[')[0]!.length + '"records":['.length;
-    assert.ok(raw!.data.buffer instanceof SharedArrayBuffer);
+    // (copied out of the shared answer area at the same offsets, after the area's numbers).
+    assert.ok(!(raw!.data.buffer instanceof SharedArrayBuffer));
     assert.equal(raw!.data.byteOffset, answerRecordsAt(5) + BATCH_HEAD_ROOM - head);
     assert.equal(w.answeredByMessage, 0);
     assert.ok(raw!.data.buffer.byteLength >= raw!.data.byteOffset + raw!.data.length);
