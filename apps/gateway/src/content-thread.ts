@@ -6,7 +6,7 @@
  */
 import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
-import { answerInArea, answerUsed, jobsOf, recordsBytes, type BatchCut, type JobsMessage, type PreparedRecords } from '@sightline/capture';
+import { answerInArea, jobsOf, recordsBytes, type BatchCut, type JobsMessage, type PreparedRecords } from '@sightline/capture';
 import { redactSecrets } from '@sightline/redact';
 
 /** A batch's records (ContentWorker.prepareJobs). */
@@ -16,7 +16,7 @@ export interface RecordJobsMessage {
   maxBytes: number;
   keepBase64: boolean;
   cut: BatchCut;
-  /** Where the records are written and marked done (job.ts answerArea), in place of a message back. */
+  /** Where the records are written and marked done (job.ts, "The answer area"), in place of a message back. */
   area: SharedArrayBuffer;
 }
 
@@ -50,8 +50,8 @@ parentPort?.on('message', (m: RecordJobsMessage) => {
     // Each job alone (one that fails answers −1: the serving thread then makes it itself).
     const { heads, jobs } = jobsOf(m.jobs);
     const p = recordsBytes(heads, jobs, m.maxBytes, m.keepBase64, redactSecrets, m.cut, m.area);
-    // In the area: no message; the serving thread polls the area (job.ts answerArea says why).
-    if (p.buffer === m.area) answerInArea(m.area, p, answerUsed(p));
+    // In the area: no message; the serving thread polls the area (job.ts, "The answer area", says why).
+    if (p.buffer === m.area) answerInArea(m.area, p);
     else parentPort!.postMessage({ id: m.id, buffer: p.buffer as ArrayBuffer, spans: p.spans, starts: p.starts } satisfies ContentJobAnswer, [p.buffer as ArrayBuffer]);
   } catch (e) {
     parentPort!.postMessage({ id: m.id, error: e instanceof Error ? e.message : String(e) } satisfies ContentJobAnswer);

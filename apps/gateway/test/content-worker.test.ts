@@ -42,35 +42,89 @@ test('the worker makes exactly the records the serving thread would', async () =
   }
 });
 
-test('the worker answers in a shared area, not by message; areas are reused, answers taken stay whole; records past the area come back by message', async () => {
+test('the worker answers in a shared area, not by message; an area is reused once given back, never before; records past the area come back by message', async () => {
   const w = new ContentWorker();
   try {
-    const answers: { p: PreparedRecords; here: string[] }[] = [];
-    const make = async (records: RequestRecord[]): Promise<void> => {
+    const make = async (records: RequestRecord[]): Promise<PreparedRecords> => {
       const batch = new JobBatch(new PagePool());
       const here = records.map((r) => {
         batch.add(r, 256 * 1024);
         return JSON.stringify(toWire(r, { maxBytes: 256 * 1024, keepBase64: false, redactSecrets }));
       });
-      answers.push({ p: await w.prepareJobs(batch.message(), 256 * 1024, false, CUT), here });
+      const p = await w.prepareJobs(batch.message(), 256 * 1024, false, CUT);
+      assert.deepEqual(preparedViews(p).map((b) => Buffer.from(b!).toString('utf8')), here);
+      return p;
     };
-    // One after the other: each batch takes the area the one before gave back.
-    for (let i = 0; i < 4; i++) await make([record(1 + i), record(16 - i)]);
-    assert.equal(w.answeredByMessage, 0);
-    assert.equal(w.areasMade, 1);
+    // One after the other, each given back: each batch takes the area the one before gave back.
+    for (let i = 0; i < 4; i++) {
+      const p = await make([record(1 + i), record(16 - i)]);
+      assert.ok(p.buffer instanceof SharedArrayBuffer);
+      p.release!();
+    }
+    assert.deepEqual([w.answeredByMessage, w.areasMade], [0, 1]);
+    // Not given back: the next batch gets an area of its own, and the first keeps its records.
+    const kept = await make([record(2)]);
+    const keptText = preparedViews(kept).map((b) => Buffer.from(b!).toString('utf8'));
+    await make([record(3)]);
+    assert.equal(w.areasMade, 2);
+    assert.deepEqual(preparedViews(kept).map((b) => Buffer.from(b!).toString('utf8')), keptText);
     // A body of raw control bytes: each escapes to six (\u0001), far past the area's estimate (1.5×).
     const escaped = servedRecord();
     escaped.contentPolicy = 'full';
     escaped.requestBody = Buffer.alloc(100_000, 1);
     keepContent(escaped, Buffer.from('{"choices":[{"message":{"content":"ok"}}]}'), 256 * 1024);
-    await make([record(1), escaped, record(2)]);
+    const p = await make([record(1), escaped, record(2)]);
+    assert.ok(!(p.buffer instanceof SharedArrayBuffer));
+    assert.equal(p.release, undefined);
     assert.equal(w.answeredByMessage, 1);
-    // Every answer is still what the serving thread makes, though its area took later batches.
-    for (const { p, here } of answers) {
-      assert.ok(!(p.buffer instanceof SharedArrayBuffer));
-      assert.deepEqual(preparedViews(p).map((b) => Buffer.from(b!).toString('utf8')), here);
-    }
   } finally {
+    await w.close();
+  }
+});
+
+test('with a publisher that releases what it publishes, the capture gives areas back once their batches are published; never after a failed publish; every record arrives whole', async () => {
+  const w = new ContentWorker();
+  const bus = new MemoryBus();
+  let failures = 0;
+  const publisher = {
+    releasesData: true,
+    // Copies, as the NATS client does: the bytes published stay whole whatever the area holds later.
+    publish: async (d: Uint8Array, id: string) => {
+      if (failures > 0) {
+        failures--;
+        throw new Error('bus away');
+      }
+      await bus.publish(Uint8Array.from(d), id);
+    },
+    close: async () => {},
+  };
+  const capture = new Capture({ instance: 'gw-lend', config: captureConfig({ flushIntervalMs: 60_000 }), publisher, content: { maxBytes: 256 * 1024, keepBase64: false, redactSecrets }, contentPreparer: w });
+  try {
+    let seq = 0;
+    const round = async (): Promise<void> => {
+      for (let i = 0; i < 5; i++) {
+        const r = record(4);
+        r.seq = seq++;
+        capture.record(r);
+      }
+      assert.equal(await capture.flush(10_000), 0);
+    };
+    for (let i = 0; i < 3; i++) await round();
+    assert.equal(w.areasMade, 1);
+    // A failed publish (retried, then published): the client may still hold the bytes, so that
+    // area is not reused.
+    failures = 1;
+    await round();
+    assert.equal(capture.stats.publishFailures, 1);
+    await round();
+    assert.equal(w.areasMade, 2);
+    await round();
+    assert.equal(w.areasMade, 2);
+    const recs = (await published(bus, seq)).flatMap((b) => b.records);
+    assert.deepEqual(recs.map((r) => r.seq).sort((a, b) => a - b), [...Array(seq).keys()]);
+    assert.ok(recs.every((r) => r.content !== null && r.content.request.includes('[SECRET:openai]') && r.content.request.length > 4000));
+  } finally {
+    await capture.close(5_000);
     await w.close();
   }
 });
@@ -141,8 +195,8 @@ test('the records of a batch go to the worker in one message; their usage is rea
     // after its numbers: its header in the room the worker left before the first record, no copy.
     const [raw] = await bus.fetch(10, 10);
     const head = Buffer.from(raw!.data).toString('utf8').split('"records":[')[0]!.length + '"records":['.length;
-    // (copied out of the shared answer area at the same offsets, after the area's numbers).
-    assert.ok(!(raw!.data.buffer instanceof SharedArrayBuffer));
+    // (in the shared answer area, after its numbers).
+    assert.ok(raw!.data.buffer instanceof SharedArrayBuffer);
     assert.equal(raw!.data.byteOffset, answerRecordsAt(5) + BATCH_HEAD_ROOM - head);
     assert.equal(w.answeredByMessage, 0);
     assert.ok(raw!.data.buffer.byteLength >= raw!.data.byteOffset + raw!.data.length);

@@ -192,6 +192,8 @@ function isNotFound(e: unknown): boolean {
 
 export class NatsPublisher implements BusPublisher {
   readonly #js: JetStreamClient;
+  /** The client copies a message into its outbound buffer before it sends it; the ack comes after. */
+  readonly releasesData = true;
   constructor(readonly nc: NatsConnection) {
     this.#js = nc.jetstream();
   }
@@ -427,6 +429,7 @@ function busMessage(m: JsMsg): BusMessage {
  */
 export class ResilientNatsPublisher implements BusPublisher {
   #publisher: NatsPublisher | null = null;
+  readonly releasesData = true;
   #closed = false;
   /** Tracks the client's connection events, so capture can spool at once while NATS is away. */
   #up = false;

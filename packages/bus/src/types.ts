@@ -24,6 +24,12 @@ export interface BusPublisher {
    * dedup window stores nothing new.
    */
   publish(data: Uint8Array, msgId: string, timeoutMs: number): Promise<void>;
+  /**
+   * true when, once `publish` has resolved, the bus holds no reference to `data` (it was
+   * copied and sent): capture may then reuse that memory for later batches. The in-process bus
+   * keeps the bytes themselves until they are consumed, so it does not say so.
+   */
+  readonly releasesData?: boolean;
   /** false while the bus is known to be unreachable (capture then spools at once). */
   isConnected?(): boolean;
   close(): Promise<void>;

@@ -30,6 +30,8 @@ interface OutBatch {
   id: string;
   data: Uint8Array;
   requests: number;
+  /** The preparer's buffer it lies in (#inPlace), when that buffer is to be given back (#lent). */
+  lent?: ArrayBufferLike;
 }
 
 export interface CaptureOptions {
@@ -122,6 +124,12 @@ export class Capture implements CaptureSink {
   #pendingBytes = 0;
   /** Buffers of the preparer's answers: the offsets of records with free room before them for a batch header (#inPlace). */
   readonly #roomy = new WeakMap<ArrayBufferLike, Set<number>>();
+  /**
+   * The preparer's buffers to give back for reuse (its answer areas): how many of their records
+   * are still needed (not yet copied into a batch, or in a batch not yet gone), and how to give
+   * them back. Only with a publisher that `releasesData`.
+   */
+  readonly #lent = new Map<ArrayBufferLike, { records: number; release: () => void }>();
   readonly #maxBytes: number;
   readonly #outbox: OutBatch[] = [];
   #outboxRequests = 0;
@@ -321,6 +329,12 @@ export class Capture implements CaptureSink {
         this.#onError(e);
         records = [];
       }
+      if (p.release !== undefined && this.#publisher.releasesData === true) {
+        let held = 0;
+        for (const r of records) if (r !== null) held++;
+        if (held === 0) p.release();
+        else this.#lent.set(p.buffer, { records: held, release: p.release });
+      }
       done(records);
     }, () => {
       // The preparer could not (it logs why; counted in contentMadeHere): prepare them here
@@ -364,6 +378,7 @@ export class Capture implements CaptureSink {
     // The header carries requests_count first so counters can read it without parsing (requestsIn).
     const head = Buffer.from(`${batchHead(this.#instance, seq, n, unixNanoNow(), ORIGIN_UNIX_NANO)},"records":[`);
     let data = this.#inPlace(recs, from, to, head);
+    let lent: ArrayBufferLike | undefined;
     if (data === null) {
       const parts: Uint8Array[] = [head];
       let length = head.length + BATCH_END.length;
@@ -374,8 +389,10 @@ export class Capture implements CaptureSink {
       }
       parts.push(BATCH_END);
       data = Buffer.concat(parts, length);
-    }
-    const out: OutBatch = { id: `${this.#instance}/${seq}`, data, requests: n };
+      // Copied: these records' buffers are not needed for them any more.
+      if (this.#lent.size > 0) for (let i = from; i < to; i++) this.#giveBack(recs[i]!.buffer, 1);
+    } else if (this.#lent.has(data.buffer)) lent = data.buffer;
+    const out: OutBatch = { id: `${this.#instance}/${seq}`, data, requests: n, lent };
     if (this.#spoolFirst()) this.#toSpool(out);
     else {
       this.#outbox.push(out);
@@ -410,6 +427,31 @@ export class Capture implements CaptureSink {
     return new Uint8Array(buffer, start, end + BATCH_END.length - start);
   }
 
+  /** `records` records of a lent buffer are not needed any more: after the last, it is given back. */
+  #giveBack(buffer: ArrayBufferLike, records: number): void {
+    const l = this.#lent.get(buffer);
+    if (l === undefined) return;
+    l.records -= records;
+    if (l.records > 0) return;
+    this.#lent.delete(buffer);
+    l.release();
+  }
+
+  /** A batch is published, spooled or dropped: its bytes are not needed any more. */
+  #gone(b: OutBatch): void {
+    if (b.lent !== undefined) this.#giveBack(b.lent, b.requests);
+  }
+
+  /**
+   * A publish of the batch failed: the client may still hold its bytes (queued to be sent on
+   * reconnection), so its buffer is never given back; the garbage collector frees it.
+   */
+  #keep(b: OutBatch): void {
+    if (b.lent === undefined) return;
+    this.#lent.delete(b.lent);
+    b.lent = undefined;
+  }
+
   /** Writes a batch to the spool; if the spool is full, it waits in memory, or is dropped when memory is full too. */
   #toSpool(b: OutBatch): void {
     const spool = this.#spool!;
@@ -420,12 +462,14 @@ export class Capture implements CaptureSink {
         if (ok) {
           this.stats.spooled += b.requests;
           this.stats.queued -= b.requests;
+          this.#gone(b);
         } else if (this.#pending.length + this.#outboxRequests + b.requests <= this.#cfg.queueMaxRequests) {
           this.#outbox.push(b);
           this.#outboxRequests += b.requests;
         } else {
           this.stats.dropped += b.requests;
           this.stats.queued -= b.requests;
+          this.#gone(b);
         }
         this.#syncSpoolStats();
         this.#pump();
@@ -480,11 +524,13 @@ export class Capture implements CaptureSink {
         this.stats.published += b.requests;
         this.stats.publishedBatches++;
         this.stats.queued -= b.requests;
+        this.#gone(b);
         this.#succeeded();
       },
       (err: unknown) => {
         this.#inFlight--;
         this.#outboxRequests -= b.requests;
+        this.#keep(b);
         if (refusedForGood(err)) {
           this.#refused(b.requests, err);
           return;

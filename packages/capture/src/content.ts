@@ -257,10 +257,17 @@ export interface JobsMessage {
  * offsets of the records with free room before them.
  */
 export interface PreparedRecords {
-  /** The worker's own buffer (moved), or the shared answer area the serving thread gave it (job.ts answerArea). */
+  /** The worker's own buffer (moved), or the shared answer area it was given (job.ts, "The answer area"). */
   buffer: ArrayBuffer | SharedArrayBuffer;
   spans: Int32Array;
   starts: Int32Array;
+  /**
+   * For an answer area that can take a later batch: gives it back. The capture calls it once no
+   * record in it is needed any more (every batch made of them copied, or published, spooled or
+   * dropped without a failed publish), and only with a publisher that `releasesData`; else the
+   * area is left to the garbage collector.
+   */
+  release?: () => void;
 }
 
 /** The capture's batch bounds (`capture.batch_max_bytes`, `batch_max_requests`): where it will cut. */

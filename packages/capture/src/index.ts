@@ -1,6 +1,6 @@
 export { RequestRecord, keepResponseChunk, RESPONSE_KEEP_BYTES } from './record.js';
 export { recordUsage, toWire, batchHead, usageMembers, usageOfKept, wireHead } from './wire.js';
-export { BATCH_HEAD_ROOM, BatchCutter, answerAreaBytes, answerFromArea, answerInArea, answerRecordsAt, answerUsed, resetAnswerArea, JobBatch, PagePool, jobCount, jobsOf, prepareJob, preparedViews, recordJson, recordParts, recordsBytes, partsBuffer } from './job.js';
+export { BATCH_HEAD_ROOM, BatchCutter, answerAreaBytes, answerFromArea, answerInArea, answerRecordsAt, resetAnswerArea, JobBatch, PagePool, jobCount, jobsOf, prepareJob, preparedViews, recordJson, recordParts, recordsBytes, partsBuffer } from './job.js';
 export type { BatchCut, JobsMessage, PreparedRecords, RecordJob, PreparedTail, UsageInput } from './content.js';
 export { extractUsage, hasTokenDelta, NO_USAGE } from './usage.js';
 export type { Usage } from './usage.js';

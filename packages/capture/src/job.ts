@@ -177,13 +177,13 @@ function jobEstimate(head: string, contentBytes: number): number {
  * thread took the core from the nice-19 thread at once, then slept on the mutex the starved
  * thread still held, up to 373 ms in the loop rig. The serving thread polls the area instead.
  *
- * Layout: Int32 [state, number of starts, bytes used, spans (2 per job), starts (up to 1 per
- * job)], then the records from `answerRecordsAt(n)`. Records that do not fit are answered by
- * message. Areas are reused (the gateway's ContentWorker keeps a few): the serving thread
- * copies the records out when it takes them (answerFromArea).
+ * Layout: Int32 [state, number of starts, spans (2 per job), starts (up to 1 per job)], then
+ * the records from `answerRecordsAt(n)`. Records that do not fit are answered by message.
+ * Areas are reused (the gateway's ContentWorker keeps a few) once the capture no longer needs
+ * the records in them (PreparedRecords.release).
  */
 const ANSWER_DONE = 1;
-const ANSWER_HEAD_INTS = 3;
+const ANSWER_HEAD_INTS = 2;
 
 /** Where the records start in an answer area for `n` jobs: after its numbers, 8-byte aligned. */
 export function answerRecordsAt(n: number): number {
@@ -200,40 +200,26 @@ export function resetAnswerArea(area: SharedArrayBuffer): void {
   Atomics.store(new Int32Array(area, 0, 1), 0, 0);
 }
 
-/** In the thread: writes the records' places into `area` (their bytes are there already, up to `used`) and marks it done. */
-export function answerInArea(area: SharedArrayBuffer, p: PreparedRecords, used: number): void {
+/** In the thread: writes the records' places into `area` (their bytes are there already) and marks it done. */
+export function answerInArea(area: SharedArrayBuffer, p: PreparedRecords): void {
   const n = p.spans.length / 2;
   const ints = new Int32Array(area, 0, ANSWER_HEAD_INTS + 3 * n);
   ints.set(p.spans, ANSWER_HEAD_INTS);
   ints.set(p.starts, ANSWER_HEAD_INTS + 2 * n);
   ints[1] = p.starts.length;
-  ints[2] = used;
   // Seq-cst: whoever loads DONE sees every byte written before it.
   Atomics.store(ints, 0, ANSWER_DONE);
 }
 
 /**
- * On the serving thread: the records of a done area for `n` jobs, copied out at the same
- * offsets into a buffer of the serving thread's own (so the area can be reused at once); null
- * while the thread is at it. The copy is what lets the area be reused: records held in the
- * area itself kept it alive past young-generation collections, and areas left for the major
- * collections held 129 MB more than before at 64 KiB prompts (loop rig).
+ * On the serving thread: the records of a done area for `n` jobs, where they lie (their places
+ * copied out, so that the area's numbers may be written again); null while the thread is at it.
  */
 export function answerFromArea(area: SharedArrayBuffer, n: number): PreparedRecords | null {
   const ints = new Int32Array(area, 0, ANSWER_HEAD_INTS + 3 * n);
   if (Atomics.load(ints, 0) !== ANSWER_DONE) return null;
-  const used = ints[2]!;
-  const out = Buffer.allocUnsafeSlow(used);
-  out.set(new Uint8Array(area, 0, used));
   const h = ANSWER_HEAD_INTS;
-  return { buffer: out.buffer as ArrayBuffer, spans: ints.slice(h, h + 2 * n), starts: ints.slice(h + 2 * n, h + 2 * n + ints[1]!) };
-}
-
-/** The bytes used in a PreparedRecords' buffer: up to the end of its last record's gap. */
-export function answerUsed(p: PreparedRecords): number {
-  let used = 0;
-  for (let i = 0; i + 1 < p.spans.length; i += 2) if (p.spans[i + 1]! >= 0) used = Math.max(used, p.spans[i]! + p.spans[i + 1]! + RECORD_GAP_BYTES);
-  return used;
+  return { buffer: area, spans: ints.slice(h, h + 2 * n), starts: ints.slice(h + 2 * n, h + 2 * n + ints[1]!) };
 }
 
 /** The number of records in a message. */
@@ -364,8 +350,8 @@ export class BatchCutter {
  * free bytes come before the first and before each record where `cut` starts a new batch.
  * `spans` holds each record's offset and length (a job that cannot be made has length −1 and
  * no bytes); `starts`, the offsets of the records with room before them. Given an answer area
- * (answerArea), the records are written there while they fit it; past it, into a buffer of
- * the thread's own, which the answer then is (with the area's bytes so far copied in).
+ * (above), the records are written there while they fit it; past it, into a buffer of the
+ * thread's own, which the answer then is (with the area's bytes so far copied in).
  */
 export function recordsBytes(heads: readonly string[], jobs: readonly RecordJob[], maxBytes: number, keepBase64: boolean, redactSecrets: SecretRedactor, cut: BatchCut, area?: SharedArrayBuffer): PreparedRecords {
   const cutter = new BatchCutter(cut.maxBytes, cut.maxRequests);
