@@ -85,6 +85,9 @@ function refusedForGood(err: unknown): boolean {
   return e.code === 'MAX_PAYLOAD_EXCEEDED' || /max(imum)?[ _]payload/i.test(String(e.message ?? ''));
 }
 
+/** While publishing fails, how long a flush waits between tries. */
+const FLUSH_RETRY_MS = 50;
+
 const COMMA = Buffer.from(',');
 const BATCH_END = Buffer.from(']}');
 
@@ -656,6 +659,14 @@ export class Capture implements CaptureSink {
       this.#pump();
       const left = deadline - Date.now();
       if (left <= 0) break;
+      // While publishing fails, the next try waits FLUSH_RETRY_MS: a publisher that fails at
+      // once (not connected) resolved the idle wait below in a microtask, so the loop retried
+      // tens of thousands of times a second until the deadline, and no timer of the process
+      // ran meanwhile.
+      if (this.#failing) {
+        await new Promise((r) => setTimeout(r, Math.min(left, FLUSH_RETRY_MS)));
+        continue;
+      }
       // With a spool, what cannot be published now is safe once it is on disk.
       await new Promise<void>((resolve) => {
         const t = setTimeout(done, Math.min(left, 100));

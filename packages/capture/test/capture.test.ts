@@ -137,6 +137,29 @@ test('a failing publisher is retried until it succeeds; nothing is lost', async 
   assert.equal((await bus.fetch(10, 100)).length, 1);
 });
 
+test('a flush while the publisher fails at once retries at a pace, and other timers run meanwhile', async () => {
+  let tries = 0;
+  const down: BusPublisher = {
+    publish: async () => {
+      tries++;
+      throw new Error('not connected to NATS');
+    },
+    close: async () => {},
+  };
+  const cap = new Capture({ instance: 'gw-f', config: cfg(), publisher: down });
+  for (let i = 0; i < 5; i++) cap.record(servedRecord());
+  let ticks = 0;
+  const tick = setInterval(() => ticks++, 20);
+  try {
+    assert.equal(await cap.close(500), 5);
+  } finally {
+    clearInterval(tick);
+  }
+  // One try each 50 ms or so, not one per microtask (tens of thousands before).
+  assert.ok(tries >= 2 && tries <= 20, `tries ${tries}`);
+  assert.ok(ticks >= 5, `ticks ${ticks}`);
+});
+
 test('when the queue is full, records are dropped and counted', async () => {
   const never: BusPublisher = { publish: () => Promise.reject(new Error('down')), close: async () => {} };
   const cap = new Capture({ instance: 'gw-c', config: cfg({ queueMaxRequests: 20 }), publisher: never });
