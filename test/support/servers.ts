@@ -10,7 +10,27 @@ import { createServer, connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+/** Ports this process has handed out: a port closed by one freePort can be the next one's too. */
+const handedOut = new Set<number>();
+
+/**
+ * A loopback port free now and not handed out before in this process. Servers started
+ * together (Promise.all) each ask for theirs before any of them binds: without the set, the
+ * kernel gave a nats-server and a clickhouse-server the same port in one CI run, and the
+ * clickhouse-server's five tries, all on that port, failed.
+ */
 export async function freePort(): Promise<number> {
+  for (let i = 0; i < 50; i++) {
+    const port = await anyFreePort();
+    if (!handedOut.has(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+  throw new Error('no loopback port free that was not handed out already');
+}
+
+function anyFreePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.unref();
@@ -63,6 +83,17 @@ function errorLogTail(dir: string): string {
   }
 }
 
+/**
+ * The server processes started here that have not exited. They do not keep this process alive
+ * (unref), and are killed when it exits: a test file whose setup failed halfway (one server of
+ * a Promise.all started, another not) has no handle to stop the one that started, and in one
+ * CI run its nats-server kept the file's process, and so the whole run, waiting.
+ */
+const live = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const c of live) c.kill('SIGKILL');
+});
+
 abstract class ServerProcess {
   protected child: ChildProcess | null = null;
   readonly dir: string;
@@ -84,6 +115,10 @@ abstract class ServerProcess {
     };
     child.stdout?.on('data', keep);
     child.stderr?.on('data', keep);
+    live.add(child);
+    child.once('exit', () => live.delete(child));
+    child.unref();
+    for (const s of [child.stdout, child.stderr]) (s as unknown as { unref?: () => void } | null)?.unref?.();
     this.child = child;
   }
 
