@@ -6,8 +6,8 @@
  * with an answer area of shared memory; the worker writes the records' bytes there and marks it
  * done, and the serving thread polls the areas of the batches it waits for (every POLL_MS):
  * no message comes back, and with it no lock the worker holds while it wakes this thread
- * (job.ts answerArea). Records that do not fit their area come back by message. If the worker dies (or answers nothing for
- * `stuckMs` while jobs wait), jobs fail and the capture makes them itself (capture.ts); a new
+ * (job.ts, "The answer area"). Records that do not fit their area come back by message. If
+ * the worker dies (or answers nothing for `stuckMs` while jobs wait), jobs fail and the capture makes them itself (capture.ts); a new
  * worker is started for later jobs. A worker that is only slow (no CPU) is waited for.
  */
 import { Worker } from 'node:worker_threads';
@@ -19,7 +19,7 @@ interface Waiting {
   reject: (e: Error) => void;
   /** performance.now() when it was posted. */
   posted: number;
-  /** Where the worker answers (job.ts answerArea), and for how many jobs. */
+  /** Where the worker answers (job.ts, "The answer area"), and for how many jobs. */
   area: SharedArrayBuffer;
   jobs: number;
 }
