@@ -292,7 +292,7 @@ export class Capture implements CaptureSink {
         this.stats.contentMadeHereRequests += n;
         try {
           here = jobsOf(message);
-          const p = recordsBytes(here.heads, here.jobs, content.maxBytes, content.keepBase64, content.redactSecrets, cut);
+          const p = recordsBytes(here.heads, here.jobs, content.maxBytes, content.keepBase64, content.redactSecrets, cut, message.estimate);
           records = preparedViews(p);
           if (p.starts.length > 0) this.#roomy.set(p.buffer, new Set(p.starts));
         } catch (e) {

@@ -349,11 +349,12 @@ export class BatchCutter {
  * the serving thread (its transfer list). Each record is followed by `, `, and BATCH_HEAD_ROOM
  * free bytes come before the first and before each record where `cut` starts a new batch.
  * `spans` holds each record's offset and length (a job that cannot be made has length −1 and
- * no bytes); `starts`, the offsets of the records with room before them. Given an answer area
- * (above), the records are written there while they fit it; past it, into a buffer of the
- * thread's own, which the answer then is (with the area's bytes so far copied in).
+ * no bytes); `starts`, the offsets of the records with room before them. `into`: an answer
+ * area (above), where the records are written while they fit it, past it into a buffer of the
+ * thread's own, which the answer then is (with the area's bytes so far copied in); or the
+ * bytes the records are expected to take (JobsMessage.estimate), for a buffer of its own.
  */
-export function recordsBytes(heads: readonly string[], jobs: readonly RecordJob[], maxBytes: number, keepBase64: boolean, redactSecrets: SecretRedactor, cut: BatchCut, area?: SharedArrayBuffer): PreparedRecords {
+export function recordsBytes(heads: readonly string[], jobs: readonly RecordJob[], maxBytes: number, keepBase64: boolean, redactSecrets: SecretRedactor, cut: BatchCut, into: SharedArrayBuffer | number): PreparedRecords {
   const cutter = new BatchCutter(cut.maxBytes, cut.maxRequests);
   // Each record is written as soon as it is made, so its JSON string dies young: keeping a
   // batch's strings until the end (to size the buffer exactly) had the young generation copy
@@ -362,16 +363,10 @@ export function recordsBytes(heads: readonly string[], jobs: readonly RecordJob[
   // when a record does not fit; what is left at its end goes with it.
   let out: Buffer;
   let at = 0;
-  if (area !== undefined) {
-    out = Buffer.from(area);
+  if (typeof into === 'number') out = Buffer.from(new ArrayBuffer(Math.ceil(into) + BATCH_HEAD_ROOM));
+  else {
+    out = Buffer.from(into);
     at = answerRecordsAt(jobs.length);
-  } else {
-    let estimate = 0;
-    for (let i = 0; i < jobs.length; i++) {
-      const c = jobs[i]!.content;
-      estimate += jobEstimate(heads[i]!, c === null ? 0 : (c.requestBody?.byteLength ?? 0) + c.contentOutKept);
-    }
-    out = Buffer.from(new ArrayBuffer(Math.ceil(estimate) + BATCH_HEAD_ROOM));
   }
   const spans = new Int32Array(jobs.length * 2);
   const starts: number[] = [];

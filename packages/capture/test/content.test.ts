@@ -146,11 +146,12 @@ test('a batch of records made whole as bytes (the worker thread\'s answer): each
     batch.add(r, o.maxBytes);
     expected.push(JSON.stringify(toWire(r, o)));
   }
-  const { heads, jobs } = jobsOf(structuredClone(batch.message()));
+  const message = structuredClone(batch.message());
+  const { heads, jobs } = jobsOf(message);
   // The middle job cannot be prepared (its content input is not one).
   (jobs[1] as { content: unknown }).content = { requestBody: 42 };
   expected[1] = null;
-  const prepared = recordsBytes(heads, jobs, o.maxBytes, false, o.redactSecrets, { maxBytes: 512 * 1024, maxRequests: 256 });
+  const prepared = recordsBytes(heads, jobs, o.maxBytes, false, o.redactSecrets, { maxBytes: 512 * 1024, maxRequests: 256 }, message.estimate);
   const { buffer } = prepared;
   const records = preparedViews(prepared);
   assert.equal(records.length, 3);
@@ -178,10 +179,11 @@ test('a worker answer has room for a batch header wherever the capture will cut:
     r.requestBody = Buffer.from(JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'x'.repeat(100 * (i + 1)) }] }));
     batch.add(r, o.maxBytes);
   }
-  const { heads, jobs } = jobsOf(structuredClone(batch.message()));
+  const message = structuredClone(batch.message());
+  const { heads, jobs } = jobsOf(message);
   // Small bounds, so that the ten records make several batches, by bytes and by count.
   const cut = { maxBytes: 6000, maxRequests: 3 };
-  const prepared = recordsBytes(heads, jobs, o.maxBytes, false, o.redactSecrets, cut);
+  const prepared = recordsBytes(heads, jobs, o.maxBytes, false, o.redactSecrets, cut, message.estimate);
   const records = preparedViews(prepared).map((r) => r!);
   const cutter = new BatchCutter(cut.maxBytes, cut.maxRequests);
   const expectedStarts = records.filter((r, i) => cutter.add(r.length) || i === 0).map((r) => r.byteOffset);
