@@ -27,6 +27,7 @@ import {
 } from 'nats';
 import type { BusConsumer, BusMessage, BusPublisher } from './types.js';
 import { redactUrlCredentials } from '@sightline/core';
+import { writeWithoutCopy } from './writev.js';
 
 export const STREAM_NAME = 'SIGHTLINE_SPANS';
 export const SUBJECT = 'sightline.spans.v1';
@@ -192,10 +193,16 @@ function isNotFound(e: unknown): boolean {
 
 export class NatsPublisher implements BusPublisher {
   readonly #js: JetStreamClient;
-  /** The client copies a message into its outbound buffer before it sends it; the ack comes after. */
+  /**
+   * A message's bytes are written from the caller's memory (writeWithoutCopy) and JetStream
+   * acknowledges it after the server read it whole, so the caller may reuse them once the
+   * publish resolved (not after a failure: the client may still hold them, to send on
+   * reconnection).
+   */
   readonly releasesData = true;
   constructor(readonly nc: NatsConnection) {
     this.#js = nc.jetstream();
+    writeWithoutCopy(nc);
   }
 
   async publish(data: Uint8Array, msgId: string, timeoutMs: number): Promise<void> {

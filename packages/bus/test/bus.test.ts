@@ -1,6 +1,6 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { BusFullError, BusPayloadTooLargeError, MemoryBus, NatsPublisher, NatsConsumer, connectNats, ensureStream, STREAM_NAME, type BusConsumer, type BusPublisher } from '@sightline/bus';
+import { BusFullError, BusPayloadTooLargeError, MemoryBus, NatsPublisher, NatsConsumer, connectNats, ensureStream, writesWithoutCopy, writtenWithoutCopy, STREAM_NAME, type BusConsumer, type BusPublisher } from '@sightline/bus';
 import { RetentionPolicy, StorageType } from 'nats';
 import { NatsServer } from '../../../test/support/servers.js';
 import { spawn } from 'node:child_process';
@@ -150,6 +150,75 @@ test('the capture stream is a work queue: acknowledged batches leave it, so max_
     let refused = 0;
     for (let i = 0; i < 40 && refused === 0; i++) await pub.publish(new Uint8Array(4096), `backlog-${i}`, 2000).catch(() => refused++);
     assert.equal(refused, 1);
+    await pub.close();
+    await con.close();
+  } finally {
+    await server.dispose();
+  }
+});
+
+test('NatsPublisher writes a batch from the caller\'s memory (no copy by the client): every byte arrives, for many batches in one tick, for views into shared memory, and after NATS restarted', async () => {
+  const server = await NatsServer.start();
+  try {
+    const pubConn = await connectNats(server.url, 'test-pub');
+    await ensureStream(await pubConn.jetstreamManager());
+    const pub = new NatsPublisher(pubConn);
+    // Installed with the nats.js version we ship: if an upgrade changed its internals, this says so.
+    assert.equal(writesWithoutCopy(pubConn), true);
+    const con = await NatsConsumer.open(await connectNats(server.url, 'test-con'));
+    // Batches as capture hands them over: views at an offset into one shared area, of sizes
+    // around the client's inline-flush threshold (32 KiB) and up to 512 KiB.
+    const area = new SharedArrayBuffer(2 * 1024 * 1024);
+    const bytes = new Uint8Array(area);
+    for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 7 + (i >> 11)) & 0xff;
+    const sizes = [1, 100, 32 * 1024 - 1, 32 * 1024, 40_000, 200 * 1024, 512 * 1024];
+    const views: Uint8Array[] = [];
+    let at = 3;
+    for (const n of sizes) {
+      views.push(new Uint8Array(area, at, n));
+      at += n + 5;
+    }
+    // All in one tick: the client queues them together and flushes them in one write.
+    await Promise.all(views.map((v, i) => pub.publish(v, `tick-${i}`, 5000)));
+    const expect = new Map(views.map((v, i) => [`tick-${i}`, Buffer.from(v).toString('base64')]));
+    const got = new Map<string, string>();
+    for (let i = 0; i < 10 && got.size < expect.size; i++) {
+      for (const m of await con.fetch(20, 1000)) {
+        got.set(m.msgId, Buffer.from(m.data).toString('base64'));
+        await m.ack();
+      }
+    }
+    assert.deepEqual(got, expect);
+    // They went the copy-free way (the HPUB lines and headers are written too).
+    const total = (vs: Uint8Array[]): number => vs.reduce((n, v) => n + v.length, 0);
+    const first = writtenWithoutCopy(pubConn);
+    assert.ok(first > total(views), `${first} bytes written without a copy, fewer than the ${total(views)} published`);
+
+    // After NATS restarted, the client writes on its new socket (a new transport object).
+    await server.stop();
+    await server.start();
+    const again = [views[5]!, views[2]!, views[6]!];
+    for (let i = 0; i < again.length; i++) {
+      for (let tries = 0; ; tries++) {
+        try {
+          await pub.publish(again[i]!, `again-${i}`, 2000);
+          break;
+        } catch (e) {
+          // Until the client has reconnected and JetStream is up again.
+          if (tries >= 20) throw e;
+          await delay(250);
+        }
+      }
+    }
+    const back = new Map<string, string>();
+    for (let i = 0; i < 20 && back.size < again.length; i++) {
+      for (const m of await con.fetch(20, 1000)) {
+        back.set(m.msgId, Buffer.from(m.data).toString('base64'));
+        await m.ack();
+      }
+    }
+    assert.deepEqual(back, new Map(again.map((v, i) => [`again-${i}`, Buffer.from(v).toString('base64')])));
+    assert.ok(writtenWithoutCopy(pubConn) - first > total(again), 'after the restart too');
     await pub.close();
     await con.close();
   } finally {
