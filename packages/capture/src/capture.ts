@@ -146,6 +146,8 @@ export class Capture implements CaptureSink {
   #batchSeq = 0;
   #timer: NodeJS.Timeout | null = null;
   #retryTimer: NodeJS.Timeout | null = null;
+  /** Set after a publish until the next turn of the event loop, which pumps again (one batch per turn). */
+  #pumpSoon: NodeJS.Immediate | null = null;
   #retryDelay = 0;
   #closed = false;
   #idleWaiters: (() => void)[] = [];
@@ -512,10 +514,16 @@ export class Capture implements CaptureSink {
       if (e !== undefined && this.#inFlight < this.#cfg.maxInFlight) this.#replay(e);
     }
     const limit = this.#failing ? 1 : this.#cfg.maxInFlight;
-    while (this.#inFlight < limit && this.#outbox.length > 0) {
-      const b = this.#outbox.shift()!;
-      this.#publishOutbox(b);
-    }
+    if (this.#inFlight >= limit || this.#outbox.length === 0) return;
+    // One batch per turn of the event loop: a publish holds the serving thread for its socket
+    // write (p50 ~0.1 ms, p90 ~0.2 ms and up to ms for 512 KiB in the loop rig), and a request
+    // whose upstream answer or next bytes arrived meanwhile is served between two of them. So
+    // the next batch waits for the next turn, also when this one is acknowledged in this turn.
+    if (this.#pumpSoon === null) this.#publishOutbox(this.#outbox.shift()!);
+    this.#pumpSoon ??= setImmediate(() => {
+      this.#pumpSoon = null;
+      this.#pump();
+    });
   }
 
   #publishOutbox(b: OutBatch): void {
@@ -689,6 +697,8 @@ export class Capture implements CaptureSink {
     const left = await this.flush(timeoutMs);
     this.#closed = true;
     if (this.#retryTimer !== null) clearTimeout(this.#retryTimer);
+    if (this.#pumpSoon !== null) clearImmediate(this.#pumpSoon);
+    this.#pumpSoon = null;
     return left;
   }
 }

@@ -116,6 +116,32 @@ test('capture batches records and publishes each batch once with a message id', 
   assert.deepEqual(batches.flatMap((b) => b.records.map((r) => r.seq)), Array.from({ length: 25 }, (_, i) => i + 1));
 });
 
+test('batches waiting together are published one per turn of the event loop, in order, also when each is acknowledged at once', async () => {
+  const bus = new MemoryBus();
+  // Each publish leaves a mark that the next turn of the event loop sets: the next publish
+  // finds it set only if it came in a later turn.
+  const marks: { ran: boolean }[] = [];
+  const laterTurn: boolean[] = [];
+  const pub: BusPublisher = {
+    publish: async (d, id) => {
+      if (marks.length > 0) laterTurn.push(marks[marks.length - 1]!.ran);
+      const m = { ran: false };
+      marks.push(m);
+      setImmediate(() => (m.ran = true));
+      return bus.publish(d, id);
+    },
+    close: async () => {},
+  };
+  const cap = new Capture({ instance: 'gw-t', config: cfg({ maxInFlight: 8 }), publisher: pub });
+  for (let i = 1; i <= 45; i++) cap.record(servedRecord({ seq: i }));
+  assert.equal(await cap.flush(5000), 0);
+  assert.equal(marks.length, 5);
+  assert.deepEqual(laterTurn, [true, true, true, true]);
+  const msgs = await bus.fetch(100, 100);
+  assert.deepEqual(msgs.map((m) => m.msgId), ['gw-t/1', 'gw-t/2', 'gw-t/3', 'gw-t/4', 'gw-t/5']);
+  assert.equal(cap.stats.published, 45);
+});
+
 test('a failing publisher is retried until it succeeds; nothing is lost', async () => {
   const bus = new MemoryBus();
   let failures = 3;
