@@ -25,8 +25,8 @@ export interface BusPublisher {
    */
   publish(data: Uint8Array, msgId: string, timeoutMs: number): Promise<void>;
   /**
-   * true when, once `publish` has resolved, the bus holds no reference to `data` (it was
-   * copied and sent): capture may then reuse that memory for later batches. The in-process bus
+   * true when, once `publish` has resolved, the bus holds no reference to `data` (it was sent
+   * and acknowledged): capture may then reuse that memory for later batches. The in-process bus
    * keeps the bytes themselves until they are consumed, so it does not say so.
    */
   readonly releasesData?: boolean;

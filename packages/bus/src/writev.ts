@@ -29,7 +29,6 @@ import type { NatsConnection } from 'nats';
 interface OutboundLike {
   buffers: Uint8Array[];
   byteLength: number;
-  size(): number;
   reset(): void;
 }
 
@@ -37,33 +36,38 @@ interface ProtocolLike {
   infoReceived: boolean;
   connected: boolean;
   outbound: OutboundLike;
-  transport: { socket?: Socket; isClosed?: boolean; send(frame: Uint8Array): void } | undefined;
+  transport: { socket?: Socket; isClosed?: boolean } | undefined;
   flushPending(): void;
 }
 
 const INSTALLED = Symbol('sightline.writeWithoutCopy');
 const WRITTEN = Symbol('sightline.writtenWithoutCopy');
 
+/** The client's protocol handler (not in its typings), if it has one. */
+function protocolOf(nc: NatsConnection): (Partial<ProtocolLike> & Record<symbol, unknown>) | null {
+  const p = (nc as unknown as { protocol?: unknown }).protocol;
+  return typeof p === 'object' && p !== null ? (p as Partial<ProtocolLike> & Record<symbol, unknown>) : null;
+}
+
 /** Whether the connection writes its outbound buffers without the copy: true once installed. */
 export function writesWithoutCopy(nc: NatsConnection): boolean {
-  const p = (nc as unknown as { protocol?: Record<symbol, unknown> }).protocol;
-  return p !== undefined && p[INSTALLED] === true;
+  return protocolOf(nc)?.[INSTALLED] === true;
 }
 
 /** Bytes the connection has written without the copy so far (0 when not installed). */
 export function writtenWithoutCopy(nc: NatsConnection): number {
-  const p = (nc as unknown as { protocol?: Record<symbol, unknown> }).protocol;
-  const n = p === undefined ? undefined : p[WRITTEN];
+  const n = protocolOf(nc)?.[WRITTEN];
   return typeof n === 'number' ? n : 0;
 }
 
 /** Installs the copy-free flush on `nc`; false (and `nc` unchanged) when the client's internals differ. */
 export function writeWithoutCopy(nc: NatsConnection): boolean {
-  const p = (nc as unknown as { protocol?: ProtocolLike & Record<symbol, unknown> }).protocol;
-  if (p === undefined || p === null || typeof p.flushPending !== 'function') return false;
+  const p = protocolOf(nc);
+  if (p === null || typeof p.flushPending !== 'function') return false;
   if (p[INSTALLED] === true) return true;
   const ob = p.outbound;
-  if (ob === undefined || !Array.isArray(ob.buffers) || typeof ob.size !== 'function' || typeof ob.reset !== 'function') return false;
+  // What the flush below uses of the outbound queue: its buffers, its byte count and reset.
+  if (ob === undefined || !Array.isArray(ob.buffers) || typeof ob.byteLength !== 'number' || typeof ob.reset !== 'function') return false;
   if (!('infoReceived' in p) || !('connected' in p) || !('transport' in p)) return false;
   const packing = p.flushPending;
   p[WRITTEN] = 0;
