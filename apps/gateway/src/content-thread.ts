@@ -2,12 +2,12 @@
  * The content worker thread (content-worker.ts): makes a batch's records whole — the usage
  * read from kept responses, captured content prepared (long base64 replaced, both sides cut
  * at the bound and decoded, secrets replaced), serialised — away from the thread that serves
- * requests (issue 15). Pure work; no I/O.
+ * requests (issue 15). Pure work; no I/O, but for setting its own priority when it starts.
  */
-import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import { answerInArea, jobsOf, recordsBytes, type BatchCut, type JobsMessage, type PreparedRecords } from '@sightline/capture';
 import { redactSecrets } from '@sightline/redact';
+import { lowerThisThread, type ThreadPolicy } from './thread-priority.js';
 
 /** A batch's records (ContentWorker.prepareJobs). */
 export interface RecordJobsMessage {
@@ -28,22 +28,25 @@ export interface RecordJobsMessage {
  */
 export type ContentJobAnswer = ({ id: number } & PreparedRecords) | { id: number; error: string };
 
-/**
- * On Linux this thread runs at the lowest priority (nice 19: there a thread's own, pid 0 being
- * the calling thread; elsewhere it would be the whole process's, so it is left alone): it gets
- * the CPU the serving thread leaves. At its default priority, on a gateway pinned to one core
- * (the bench's layout, or a one-CPU container), posting a batch woke it and the kernel ran it
- * at once: the serving thread lost the core for the worker's whole batch, p50 1.4–1.5 ms per
- * flush measured around postMessage, against 44–78 µs at nice 19 (nice 5 and 10: p90 still
- * 1.7 ms). With a core to spare nothing changes. Under full load on one core it gets ~1.5 % of
- * it; its batches are waited for, and past the capture's bound (4 MiB of unanswered jobs) the
- * serving thread makes records itself as requests end (capture.ts).
- */
-try {
-  if (process.platform === 'linux') setPriority(19);
-} catch {
-  // Not permitted here: the thread keeps the process's priority.
+/** The thread's first message: the scheduling it got (thread-priority.ts) and its thread id. */
+export interface ContentThreadHello {
+  hello: { policy: ThreadPolicy; tid: number };
 }
+
+/**
+ * This thread runs at the lowest priority it can get (thread-priority.ts): SCHED_IDLE, else
+ * nice 19. It gets the CPU the serving thread leaves and gives the core back as soon as the
+ * serving thread wakes. At its default priority, on a gateway pinned to one core (the bench's
+ * layout, or a one-CPU container), posting a batch woke it and the kernel ran it at once: the
+ * serving thread lost the core for the worker's whole batch, p50 1.4–1.5 ms per flush measured
+ * around postMessage, against 44–78 µs at nice 19 (nice 5 and 10: p90 still 1.7 ms). At nice 19
+ * a woken serving thread could still wait for the rest of this thread's slice (thread-priority.ts
+ * has the figures); at SCHED_IDLE it does not. With a core to spare nothing changes. Under full
+ * load on one core it gets almost no CPU; its batches are waited for, and past the capture's
+ * bound (4 MiB of unanswered jobs) the serving thread makes records itself as requests end
+ * (capture.ts). The thread says once, at start, what it got (ContentThreadHello).
+ */
+parentPort?.postMessage({ hello: lowerThisThread() } satisfies ContentThreadHello);
 
 parentPort?.on('message', (m: RecordJobsMessage) => {
   try {

@@ -12,7 +12,8 @@
  */
 import { Worker } from 'node:worker_threads';
 import { answerAreaBytes, answerFromArea, jobCount, resetAnswerArea, type BatchCut, type ContentPreparer, type JobsMessage, type PreparedRecords } from '@sightline/capture';
-import type { ContentJobAnswer, RecordJobsMessage } from './content-thread.js';
+import type { ContentJobAnswer, ContentThreadHello, RecordJobsMessage } from './content-thread.js';
+import type { ThreadPolicy } from './thread-priority.js';
 
 interface Waiting {
   resolve: (r: ContentJobAnswer) => void;
@@ -112,6 +113,10 @@ export class ContentWorker implements ContentPreparer {
   }
   /** Batches answered by message: their records did not fit the area (or the worker failed on them). */
   answeredByMessage = 0;
+  /** The scheduling the thread got (thread-priority.ts); null until it said. */
+  policy: ThreadPolicy | null = null;
+  /** The thread's id (/proc/self/task), once it said; 0 where there is none. */
+  tid = 0;
 
   /**
    * The thread runs at the lowest priority (content-thread.ts), so on a core kept busy by the
@@ -143,8 +148,17 @@ export class ContentWorker implements ContentPreparer {
     // The worker inherits this process's flags (`--import tsx` in development).
     const w = new Worker(ENTRY);
     w.unref();
-    w.on('message', (a: ContentJobAnswer) => {
+    w.on('message', (a: ContentJobAnswer | ContentThreadHello) => {
       if (this.#worker !== w) return;
+      if ('hello' in a) {
+        const first = this.policy === null;
+        this.policy = a.hello.policy;
+        this.tid = a.hello.tid;
+        if (first && a.hello.policy !== 'idle' && process.platform === 'linux') {
+          this.log(`content worker: the thread runs at ${a.hello.policy === 'nice' ? 'nice 19' : 'normal priority'}, not SCHED_IDLE (is util-linux's chrt installed?): on a busy core it can delay requests (docs/configuration.md, "The content thread's priority")`);
+        }
+        return;
+      }
       const job = this.#waiting.get(a.id);
       if (job === undefined) return;
       this.answeredByMessage++;

@@ -60,7 +60,7 @@ export class Metrics {
    */
   readonly #loopDelay: IntervalHistogram = monitorEventLoopDelay({ resolution: LOOP_DELAY_RESOLUTION_MS });
   /** The capture's content worker thread, when there is one (start.ts): its late batches. */
-  contentThread: { late: number; answeredByMessage: number } | null = null;
+  contentThread: { late: number; answeredByMessage: number; policy: string | null } | null = null;
 
   constructor(
     readonly capture: CaptureSink | null,
@@ -123,7 +123,10 @@ export class Metrics {
     }
     const t = this.contentThread;
     if (t !== null) {
-      out += counter('sightline_capture_content_late_total', 'Batches the content thread answered more than 1 s after they were posted (it runs at nice 19 and had little CPU).', t.late);
+      out += counter('sightline_capture_content_late_total', 'Batches the content thread answered more than 1 s after they were posted (it runs at the lowest priority and had little CPU).', t.late);
+      if (t.policy !== null) {
+        out += `# HELP sightline_capture_content_thread_info The content thread's scheduling: policy idle (SCHED_IDLE), nice (nice 19) or normal.\n# TYPE sightline_capture_content_thread_info gauge\nsightline_capture_content_thread_info{policy="${t.policy}"} 1\n`;
+      }
       out += counter('sightline_capture_content_answered_by_message_total', 'Batches the content thread answered by message, not in their shared answer area: their records did not fit it (content that escapes to more than 1.5 times its bytes), or the thread failed on them.', t.answeredByMessage);
     }
     return out;

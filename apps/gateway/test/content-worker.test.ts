@@ -9,6 +9,7 @@ import { BATCH_HEAD_ROOM, Capture, answerRecordsAt, JobBatch, PagePool, RequestR
 import type { CaptureBatchV2 } from '@sightline/core';
 import { redactSecrets } from '@sightline/redact';
 import { ContentWorker } from '../src/content-worker.js';
+import { threadId, threadScheduling } from '../src/thread-priority.js';
 import { captureConfig, servedRecord } from '../../../test/support/records.js';
 import { waitFor } from '../../../test/support/servers.js';
 
@@ -451,4 +452,42 @@ test('an answer larger than a batch is published as several batches, each where 
   } finally {
     await w.close();
   }
+});
+
+test('the content thread runs at SCHED_IDLE (read back from /proc), and says so in /metrics terms', { skip: process.platform !== 'linux' }, async () => {
+  const w = new ContentWorker();
+  try {
+    w.warm();
+    await waitFor('the thread to say what it got', () => w.policy !== null, 20_000);
+    assert.equal(w.policy, 'idle');
+    assert.ok(w.tid > 0);
+    // Its own entry under this process: policy 5 is SCHED_IDLE.
+    assert.equal(threadScheduling(w.tid).policy, 5);
+    // The serving thread is untouched.
+    const self = threadScheduling(threadId());
+    assert.equal(self.policy, 0);
+  } finally {
+    await w.close();
+  }
+});
+
+test('without chrt a thread falls back to nice 19; the caller keeps its own priority', { skip: process.platform !== 'linux' }, async () => {
+  // In a thread of its own: the fallback lowers the calling thread for good.
+  // A worker thread does not inherit tsx's module hooks on Node 20 (content-thread-dev.mjs).
+  const src = `
+    const { parentPort, workerData } = require('node:worker_threads');
+    import('tsx/esm/api').then((tsx) => { tsx.register(); return import(workerData); })
+      .then((m) => parentPort.postMessage(m.lowerThisThread('/nonexistent/chrt')));
+  `;
+  const { Worker } = await import('node:worker_threads');
+  const url = new URL('../src/thread-priority.ts', import.meta.url).href;
+  const w = new Worker(src, { eval: true, workerData: url });
+  const got = await new Promise<{ policy: string; tid: number }>((resolve, reject) => {
+    w.once('message', resolve);
+    w.once('error', reject);
+  });
+  await w.terminate();
+  assert.equal(got.policy, 'nice');
+  assert.ok(got.tid > 0);
+  assert.equal(threadScheduling(threadId()).nice, 0);
 });

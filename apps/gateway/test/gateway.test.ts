@@ -288,4 +288,6 @@ test('health and metrics', async () => {
   // Content capture is on (the default, full): its worker thread's late batches are counted.
   assert.match(m, /# TYPE sightline_capture_content_late_total counter\nsightline_capture_content_late_total \d+\n/);
   assert.match(m, /# TYPE sightline_capture_content_answered_by_message_total counter\nsightline_capture_content_answered_by_message_total 0\n/);
+  // The thread has started (it was warmed at start) and runs at SCHED_IDLE (thread-priority.ts).
+  if (process.platform === 'linux') assert.match(m, /\nsightline_capture_content_thread_info\{policy="idle"\} 1\n/);
 });
