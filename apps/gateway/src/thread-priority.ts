@@ -8,9 +8,9 @@
  * its slice. Measured with apps/gateway/scripts/wake-lateness.mjs (a thread that wakes every
  * 1 ms beside a thread that spins, both on one core; four runs each, 2 December): lateness p99
  * 2.2–2.7 ms beside a nice-19 spinner, 0.19–0.20 ms beside a `SCHED_IDLE` one and 0.24–0.33 ms
- * with no spinner. `SCHED_IDLE`
- * threads are preempted by any other thread that wakes (kernel/sched/fair.c,
- * check_preempt_wakeup_fair), so the serving thread never waits for this one.
+ * with no spinner. A `SCHED_IDLE` thread is preempted by any other thread that wakes
+ * (kernel/sched/fair.c, check_preempt_wakeup_fair), so a woken serving thread does not wait out
+ * this one's slice. (It can still wait for a lock this thread holds, as at nice 19.)
  *
  * Node has no call for a thread's scheduling policy: util-linux's `chrt` sets it, for this
  * thread's id (`/proc/thread-self`), once when the thread starts. Where that fails (no `chrt`,

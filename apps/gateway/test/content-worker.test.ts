@@ -454,7 +454,7 @@ test('an answer larger than a batch is published as several batches, each where 
   }
 });
 
-test('the content thread runs at SCHED_IDLE (read back from /proc), and says so in /metrics terms', { skip: process.platform !== 'linux' }, async () => {
+test('the content thread runs at SCHED_IDLE, read back from /proc; the serving thread keeps its policy', { skip: process.platform !== 'linux' }, async () => {
   const w = new ContentWorker();
   try {
     w.warm();
