@@ -7,7 +7,10 @@
 # ENV_A / ENV_B: extra NAME=value settings for this tree's / the before tree's capture-on gateway (e.g. SIGHTLINE_CONTENT_THREAD=0).
 # loop-stop.sh stops them by pid.
 set -e
-D=${LOOP_DIR:-/tmp/loop/run}; rm -rf $D; mkdir -p $D/js $D/spool-b $D/spool-a $D/spool-off
+D=${LOOP_DIR:-/tmp/loop/run}
+# A rig still running in $D is stopped first: its pid files are about to be removed.
+[ -d "$D" ] && LOOP_DIR=$D bash "$(dirname "$0")/loop-stop.sh" 2>/dev/null
+rm -rf $D; mkdir -p $D/js $D/spool-b $D/spool-a $D/spool-off
 free() { node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
 NP=$(free); MP=$(free); PB=$(free); PA=$(free); POFF=$(free); PP=$(free)
 nats-server -a 127.0.0.1 -p $NP -js -sd $D/js > $D/nats.log 2>&1 & echo $! > $D/nats.pid
