@@ -115,7 +115,7 @@ export class Capture implements CaptureSink {
   readonly #preparingMaxBytes: number;
   /** Shared pages for the jobs' bytes, reused from batch to batch. */
   readonly #pages = new PagePool();
-  /** Records handed over since the last flush: their heads and jobs (job.ts), sent to the preparer together. */
+  /** Records handed over since the last flush: their fields and jobs (job.ts), sent to the preparer together. */
   #jobs = new JobBatch(this.#pages);
   /**
    * Finished records as UTF-8 JSON, not yet in a batch. Bytes, not strings: a batch is then a
@@ -206,8 +206,8 @@ export class Capture implements CaptureSink {
     // made at once was up to 60 records of about 1 ms each with 64 KiB prompts (loop rig,
     // 2 December).
     if (content !== undefined && this.#preparer !== undefined && !this.#overBound()) {
-      // Issue 15: here only the record's head and copies of its bytes; its usage and content
-      // are made in the worker, for the whole batch in one message when the batch is due.
+      // Issue 15: here only the record's fields and copies of its bytes; its head, usage and
+      // content are made in the worker, for the whole batch in one message when the batch is due.
       try {
         this.#jobs.add(rec, content.maxBytes);
       } catch (e) {

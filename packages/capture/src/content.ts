@@ -238,11 +238,15 @@ export interface PreparedTail {
  * moved: if the worker dies holding them, the serving thread still reads every byte.
  */
 export interface JobsMessage {
-  /** The records' heads (wireHead), one per line: JSON text has no raw newline. */
-  heads: string;
+  /** Per record, its strings as one JSON array (job.ts, JobBatch.add), one per line: JSON text has no raw newline. */
+  strings: string;
   /** Per record, its usage members when read already (budgets settle with it), else an empty line. */
   usage: string;
-  /** Per record, META numbers: flags, then (page, offset, length) of the kept response, request body and answer (length −1: none), then the answer's kept and total bytes. */
+  /**
+   * Per record, META numbers: flags, then (page, offset, length) of the kept response, request
+   * body and answer (length −1: none; the answer may be the response's own bytes), the answer's
+   * kept and total bytes, then the record's numbers (job.ts).
+   */
   meta: Float64Array;
   pages: SharedArrayBuffer[];
   /** The bytes `recordsBytes` expects its records to take (jobEstimate per job, summed). */

@@ -1,14 +1,15 @@
 /**
- * What the serving thread hands off about a finished request (issue 15): its JSON up to the
- * usage (wireHead, cheap), and copies of the bytes the rest is made from — the kept response
- * for the usage, the request and answer for the content. Reading the usage from a stream
- * (~20–120 µs for a few KiB of SSE here) and preparing content are done from these copies,
- * in a worker thread when there is one (apps/gateway content-worker.ts), for all the records
- * of a batch in one flat message (JobBatch).
+ * What the serving thread hands off about a finished request (issue 15): its fields — numbers
+ * as numbers, strings as one JSON array — and copies of the bytes the rest is made from: the
+ * kept response for the usage, the request and answer for the content. The record's JSON head
+ * (wireHead), reading the usage from a stream (~20–120 µs for a few KiB of SSE here) and
+ * preparing content are done from these, in a worker thread when there is one (apps/gateway
+ * content-worker.ts), for all the records of a batch in one flat message (JobBatch).
  */
+import type { AttemptInfo, Dialect, StageName } from '@sightline/core';
 import type { RequestRecord } from './record.js';
 import { contentFrom, contentJsonParts, type BatchCut, type ContentInput, type JobsMessage, type PreparedRecords, type PreparedTail, type RecordJob, type SecretRedactor } from './content.js';
-import { usageMembers, usageOfKept, wireHead } from './wire.js';
+import { usageMembers, usageOfKept, wireHead, type HeadSource } from './wire.js';
 
 /** Under NATS's default max_payload with room for the rest of the record (capture.ts MAX_RECORD_BYTES). */
 const MAX_CONTENT_BYTES = 900 * 1024;
@@ -18,13 +19,27 @@ const PAGE_BYTES = 256 * 1024;
 /** Pages kept for reuse once their batch is answered: 4 MiB. */
 const FREE_PAGES = 16;
 
-/** Numbers per job in `JobsMessage.meta` (content.ts). */
-const META = 12;
+/**
+ * Numbers per job in `JobsMessage.meta` (content.ts): flags; (page, offset, length) of the kept
+ * response, the request body and the answer; the answer's kept and total bytes; then the
+ * record's numbers from M_SEQ (JobBatch.add writes them, headOf reads them, in one order).
+ */
+const META = 35;
+const M_SEQ = 12;
 const F_USAGE_READ = 1;
 const F_STREAM = 2;
 const F_PARTIAL = 4;
 const F_CONTENT = 8;
 const F_REDACTED = 16;
+// The record's own flags (its head), apart from F_STREAM and F_PARTIAL, which say how to read
+// the kept response and are set only when it is to be read.
+const H_CACHE_HIT = 32;
+const H_NEW_CONNECTION = 64;
+const H_PARTIAL = 128;
+const H_STREAM = 256;
+const H_ABORTED = 512;
+/** Bytes of a head beyond its strings' JSON: its keys, numbers and flags (about 900 at most). */
+const HEAD_OWN_BYTES = 1024;
 
 /** Shared pages kept between batches, so a batch normally allocates nothing. */
 export class PagePool {
@@ -38,13 +53,14 @@ export class PagePool {
 }
 
 /**
- * The records handed over since the last flush, on the serving thread: each record's head
- * JSON, and copies of the bytes the rest is made from — the kept response for the usage, the
- * request and answer for the content — in shared pages (a memcpy each; no scanning, decoding
- * or parsing here).
+ * The records handed over since the last flush, on the serving thread: each record's numbers
+ * and strings, and copies of the bytes the rest is made from — the kept response for the usage,
+ * the request and answer for the content — in shared pages (a memcpy each; no scanning,
+ * decoding or parsing here).
  */
 export class JobBatch {
-  readonly #heads: string[] = [];
+  /** Per record, its strings as one JSON array (headOf). */
+  readonly #strings: string[] = [];
   readonly #usage: string[] = [];
   #meta = new Float64Array(META * 16);
   readonly #pages: SharedArrayBuffer[] = [];
@@ -60,7 +76,7 @@ export class JobBatch {
   constructor(readonly pool: PagePool) {}
 
   get length(): number {
-    return this.#heads.length;
+    return this.#strings.length;
   }
 
   /** Room for `n` bytes: the page index and offset to write them at. */
@@ -110,8 +126,15 @@ export class JobBatch {
 
   /** Adds a finished record; `maxOut`: answer bytes kept (the content bound). */
   add(rec: RequestRecord, maxOut: number): void {
-    const head = wireHead(rec);
-    const k = this.#heads.length;
+    // The head's strings, in headOf's order. Its numbers go in meta below: JSON.stringify of the
+    // whole head (wireHead) cost ~4 µs warm here, mostly writing its 19 fractional marks as text;
+    // this costs ~1 µs, and the head is made in the content thread.
+    const strings = JSON.stringify([
+      rec.traceId, rec.parentSpanId, rec.rootSpanId, rec.failedStage, rec.attempts, rec.method, rec.route, rec.dialect, rec.model,
+      rec.upstreamModel, rec.provider, rec.upstreamHost, rec.team, rec.keyId, rec.errorType, rec.errorMessage, rec.endUser,
+      rec.sessionId, rec.tagKeys, rec.tagValues,
+    ]);
+    const k = this.#strings.length;
     if ((k + 1) * META > this.#meta.length) {
       const grown = new Float64Array(this.#meta.length * 2);
       grown.set(this.#meta);
@@ -119,8 +142,32 @@ export class JobBatch {
     }
     const meta = this.#meta;
     const m = k * META;
-    meta.fill(-1, m + 1, m + META);
-    let flags = 0;
+    meta.fill(-1, m + 1, m + M_SEQ);
+    const n = m + M_SEQ;
+    meta[n] = rec.seq;
+    meta[n + 1] = rec.t0;
+    meta[n + 2] = rec.tBody;
+    meta[n + 3] = rec.tParsed;
+    meta[n + 4] = rec.tAuth;
+    meta[n + 5] = rec.tLimits;
+    meta[n + 6] = rec.tCache;
+    meta[n + 7] = rec.tBudget;
+    meta[n + 8] = rec.tRouted;
+    meta[n + 9] = rec.tBuilt;
+    meta[n + 10] = rec.tAttempt;
+    meta[n + 11] = rec.tConnected;
+    meta[n + 12] = rec.tSent;
+    meta[n + 13] = rec.tFirstByte;
+    meta[n + 14] = rec.tFirstToken;
+    meta[n + 15] = rec.tLastByte;
+    meta[n + 16] = rec.tEnd;
+    meta[n + 17] = rec.tFirstWrite;
+    meta[n + 18] = rec.tFinish;
+    meta[n + 19] = rec.status;
+    meta[n + 20] = rec.upstreamStatus;
+    meta[n + 21] = rec.requestBytes;
+    meta[n + 22] = rec.responseBytes;
+    let flags = (rec.cacheHit ? H_CACHE_HIT : 0) | (rec.newConnection ? H_NEW_CONNECTION : 0) | (rec.partial ? H_PARTIAL : 0) | (rec.stream ? H_STREAM : 0) | (rec.aborted ? H_ABORTED : 0);
     let usage = '';
     if (rec.usage !== null) {
       usage = usageMembers(rec.usage);
@@ -131,24 +178,34 @@ export class JobBatch {
       const chunks = rec.responseChunks;
       if (chunks !== null && chunks.length > 0) this.#copy(chunks, Infinity, meta, m + 1);
     }
+    const response = rec.responseChunks;
     if (rec.contentPolicy !== 'none') {
       flags |= F_CONTENT;
       if (rec.contentPolicy === 'redacted') flags |= F_REDACTED;
       if (rec.requestBody !== null) this.#copy([rec.requestBody], Infinity, meta, m + 4);
       // A few bytes past the bound: contentFrom cuts the answer at a character boundary, and
       // sees that it was cut.
-      if (rec.contentOut !== null) this.#copy(rec.contentOut, maxOut + 4, meta, m + 7);
+      const out = rec.contentOut;
+      if (out !== null) {
+        // An answer relayed as it came (same dialect) is the kept response, chunk for chunk:
+        // its bytes are copied once, for both.
+        if ((flags & F_USAGE_READ) === 0 && meta[m + 3]! >= 0 && meta[m + 3]! <= maxOut + 4 && sameParts(out, response)) {
+          meta[m + 7] = meta[m + 1]!;
+          meta[m + 8] = meta[m + 2]!;
+          meta[m + 9] = meta[m + 3]!;
+        } else this.#copy(out, maxOut + 4, meta, m + 7);
+      }
       meta[m + 10] = rec.contentOutKept;
       meta[m + 11] = rec.contentOutBytes;
     }
-    this.#estimate += jobEstimate(head, rec.contentPolicy === 'none' ? 0 : (rec.requestBody?.byteLength ?? 0) + rec.contentOutKept);
+    this.#estimate += jobEstimate(Buffer.byteLength(strings) + HEAD_OWN_BYTES, rec.contentPolicy === 'none' ? 0 : (rec.requestBody?.byteLength ?? 0) + rec.contentOutKept);
     meta[m] = flags;
-    this.#heads.push(head);
+    this.#strings.push(strings);
     this.#usage.push(usage);
   }
 
   message(): JobsMessage {
-    return { heads: this.#heads.join('\n'), usage: this.#usage.join('\n'), meta: this.#meta.subarray(0, this.#heads.length * META), pages: this.#pages, estimate: this.#estimate };
+    return { strings: this.#strings.join('\n'), usage: this.#usage.join('\n'), meta: this.#meta.subarray(0, this.#strings.length * META), pages: this.#pages, estimate: this.#estimate };
   }
 
   /** The pages back to the pool: once the worker has answered, or the jobs were made here. */
@@ -160,13 +217,37 @@ export class JobBatch {
   }
 }
 
+/** Whether the answer's parts are the kept response's chunks, the same objects in the same order. */
+function sameParts(out: readonly (Buffer | string)[], response: readonly Buffer[] | null): boolean {
+  if (response === null || out.length !== response.length) return false;
+  for (let i = 0; i < out.length; i++) if (out[i] !== response[i]) return false;
+  return true;
+}
+
 /**
- * The bytes a record is expected to take, from its head and its request and kept answer bytes:
- * JSON escaping adds a quarter or so to a JSON body (its quotes), and the usage and the content's
- * other fields are well under 1 KiB.
+ * The bytes a record is expected to take, from its head's bytes and its request and kept answer
+ * bytes: JSON escaping adds a quarter or so to a JSON body (its quotes), and the usage and the
+ * content's other fields are well under 1 KiB.
  */
-function jobEstimate(head: string, contentBytes: number): number {
-  return Buffer.byteLength(head) + 1024 + 1.5 * contentBytes;
+function jobEstimate(headBytes: number, contentBytes: number): number {
+  return headBytes + 1024 + 1.5 * contentBytes;
+}
+
+/** A record's head fields from a message: its numbers at meta[m…] and its strings' JSON array (JobBatch.add). */
+function headOf(meta: Float64Array, m: number, strings: string): HeadSource {
+  const s = JSON.parse(strings) as [string, string, string, StageName | null, AttemptInfo[] | null, string, string, Dialect, string, string, string, string, string, string, string, string, string, string, string[] | null, string[] | null];
+  const f = meta[m]!;
+  const n = m + M_SEQ;
+  return {
+    seq: meta[n]!, t0: meta[n + 1]!, tBody: meta[n + 2]!, tParsed: meta[n + 3]!, tAuth: meta[n + 4]!, tLimits: meta[n + 5]!, tCache: meta[n + 6]!,
+    tBudget: meta[n + 7]!, tRouted: meta[n + 8]!, tBuilt: meta[n + 9]!, tAttempt: meta[n + 10]!, tConnected: meta[n + 11]!, tSent: meta[n + 12]!,
+    tFirstByte: meta[n + 13]!, tFirstToken: meta[n + 14]!, tLastByte: meta[n + 15]!, tEnd: meta[n + 16]!, tFirstWrite: meta[n + 17]!,
+    tFinish: meta[n + 18]!, status: meta[n + 19]!, upstreamStatus: meta[n + 20]!, requestBytes: meta[n + 21]!, responseBytes: meta[n + 22]!,
+    cacheHit: (f & H_CACHE_HIT) !== 0, newConnection: (f & H_NEW_CONNECTION) !== 0, partial: (f & H_PARTIAL) !== 0, stream: (f & H_STREAM) !== 0, aborted: (f & H_ABORTED) !== 0,
+    traceId: s[0], parentSpanId: s[1], rootSpanId: s[2], failedStage: s[3], attempts: s[4], method: s[5], route: s[6], dialect: s[7], model: s[8],
+    upstreamModel: s[9], provider: s[10], upstreamHost: s[11], team: s[12], keyId: s[13], errorType: s[14], errorMessage: s[15], endUser: s[16],
+    sessionId: s[17], tagKeys: s[18], tagValues: s[19],
+  };
 }
 
 /**
@@ -231,12 +312,14 @@ export function jobCount(m: JobsMessage): number {
 export function jobsOf(m: JobsMessage): { heads: string[]; jobs: RecordJob[] } {
   const meta = m.meta;
   const n = jobCount(m);
-  const heads = n === 0 ? [] : m.heads.split('\n', n);
+  const strings = n === 0 ? [] : m.strings.split('\n', n);
   const usage = n === 0 ? [] : m.usage.split('\n', n);
+  const heads: string[] = [];
   const view = (i: number): Buffer | null => (meta[i + 2]! < 0 ? null : Buffer.from(m.pages[meta[i]!]!, meta[i + 1]!, meta[i + 2]!));
   const jobs: RecordJob[] = [];
-  for (let k = 0; k < heads.length; k++) {
+  for (let k = 0; k < strings.length; k++) {
     const i = k * META;
+    heads.push(wireHead(headOf(meta, i, strings[k]!)));
     const flags = meta[i]!;
     const read = (flags & F_USAGE_READ) !== 0;
     let content: ContentInput | null = null;

@@ -29,8 +29,22 @@ export function usageOfKept(chunks: readonly Buffer[] | null, stream: boolean, p
   return u;
 }
 
+/**
+ * What a record's head is made of: a RequestRecord, or the same fields as the content thread
+ * gets them (job.ts, JobBatch). Every field wireFields reads is named here.
+ */
+export type HeadSource = Pick<
+  RequestRecord,
+  | 'seq' | 'traceId' | 'parentSpanId' | 'rootSpanId' | 't0' | 'tBody' | 'tParsed' | 'tAuth' | 'tLimits' | 'tCache' | 'tBudget'
+  | 'cacheHit' | 'tRouted' | 'tBuilt' | 'tAttempt' | 'tConnected' | 'tSent' | 'tFirstByte' | 'tFirstToken' | 'tLastByte'
+  | 'tEnd' | 'tFirstWrite' | 'tFinish' | 'newConnection' | 'failedStage' | 'attempts' | 'partial' | 'method' | 'route'
+  | 'dialect' | 'model' | 'upstreamModel' | 'provider' | 'upstreamHost' | 'team' | 'keyId' | 'stream' | 'status'
+  | 'upstreamStatus' | 'errorType' | 'errorMessage' | 'aborted' | 'requestBytes' | 'responseBytes' | 'endUser'
+  | 'sessionId' | 'tagKeys' | 'tagValues'
+>;
+
 /** The record's fields and marks: everything of its WireRecord but the usage and the content. */
-function wireFields(r: RequestRecord): Omit<WireRecord, 'responseModel' | 'inputTokens' | 'outputTokens' | 'cacheReadTokens' | 'cacheWriteTokens' | 'usageFound' | 'content'> {
+function wireFields(r: HeadSource): Omit<WireRecord, 'responseModel' | 'inputTokens' | 'outputTokens' | 'cacheReadTokens' | 'cacheWriteTokens' | 'usageFound' | 'content'> {
   return {
     seq: r.seq,
     traceId: r.traceId,
@@ -94,9 +108,10 @@ export function usageMembers(u: Usage): string {
 /**
  * The record's JSON up to its usage: `{…fields…` without the closing brace. With
  * `usageMembers` and `"content":…}` after it, the same JSON as `JSON.stringify(toWire(r, …))`.
- * Reads neither the kept response nor the content: the serving thread's part (issue 15).
+ * Reads neither the kept response nor the content. With a content thread it is made there,
+ * from the fields JobBatch hands over (job.ts).
  */
-export function wireHead(r: RequestRecord): string {
+export function wireHead(r: HeadSource): string {
   return JSON.stringify(wireFields(r)).slice(0, -1);
 }
 

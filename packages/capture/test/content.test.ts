@@ -93,6 +93,17 @@ test('records made from a flat batch of jobs (issue 15) are exactly the records 
     ['policy redacted', (r) => { r.contentPolicy = 'redacted'; }],
     // A translated stream's pieces are strings; the bound (1 KiB) falls inside a two-byte character of one.
     ['answer past the bound, strings and bytes', (r) => { r.contentOut = null; r.contentOutKept = 0; r.contentOutBytes = 0; keepContent(r, 'a'.repeat(1000), o.maxBytes); keepContent(r, Buffer.from('b'.repeat(23)), o.maxBytes); keepContent(r, 'é'.repeat(50), o.maxBytes); keepContent(r, 'never kept', o.maxBytes); }],
+    // An answer relayed as it came: the same chunks as the kept response (their bytes are copied once).
+    ['stream relayed as it came', (r) => { r.stream = true; r.contentOut = null; r.contentOutKept = 0; r.contentOutBytes = 0; for (const s of anthropic) { const c = Buffer.from(s); keepResponseChunk(r, c); keepContent(r, c, o.maxBytes); } }],
+    // The same, past the content bound (1 KiB): the answer is copied apart, cut at the bound.
+    ['relayed answer past the bound', (r) => { r.contentOut = null; r.contentOutKept = 0; r.contentOutBytes = 0; for (const s of ['{"model":"gpt-4o","x":"', 'é'.repeat(400), '","usage":{"prompt_tokens":5,"completion_tokens":6}}']) { const c = Buffer.from(s); keepResponseChunk(r, c); keepContent(r, c, o.maxBytes); } }],
+    // Every field of the head away from its default: numbers, flags, strings and lists all make the trip.
+    ['every field of the head set', (r) => {
+      Object.assign(r, { tLimits: r.t0 + 0.0211, tCache: r.t0 + 0.0212, tBudget: r.t0 + 0.0213, cacheHit: true, tAttempt: r.t0 + 0.45, tFirstToken: r.t0 + 100.0005, newConnection: true,
+        failedStage: 'upstream.stream', partial: true, stream: true, dialect: 'anthropic', upstreamHost: 'api.example:8443', keyId: 'key_01', status: 499, upstreamStatus: 200,
+        errorType: 'client_closed', errorMessage: 'gone \u2713 "quoted"\nline \ud800 lone', aborted: true, requestBytes: 1234, responseBytes: 98765, sessionId: 'sess-\u00e9', parentSpanId: '00f067aa0ba902b7' });
+      r.attempts = [{ provider: 'p1', model: 'm1', upstreamHost: 'h1', start: r.t0 + 0.03, end: r.t0 + 0.4, status: 500, errorType: 'upstream_error', errorMessage: 'provider p1 answered 500' }];
+    }],
     // Larger than half a page: its own shared buffer.
     ['request of 200 KiB', (r) => { r.requestBody = big; }],
     ['no request body', (r) => { r.requestBody = null; }],
@@ -131,6 +142,34 @@ test('records made from a flat batch of jobs (issue 15) are exactly the records 
   assert.notEqual(pool.take(), page);
   const empty = new JobBatch(pool);
   assert.deepEqual(jobsOf(empty.message()), { heads: [], jobs: [] });
+});
+
+test('an answer relayed as it came is copied once for the usage and the content; one that differs from the kept response is copied apart', () => {
+  const chunks = ['data: {"choices":[{"delta":{"content":"hello"}}]}\n\n', 'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\n', 'data: [DONE]\n\n'].map((s) => Buffer.from(s));
+  const response = chunks.reduce((n, c) => n + c.length, 0);
+  const request = Buffer.from('{"model":"gpt-4o","stream":true,"messages":[]}');
+  const record = (translated: boolean): RequestRecord => {
+    const r = servedRecord();
+    r.stream = true;
+    r.contentPolicy = 'full';
+    r.requestBody = request;
+    for (const c of chunks) {
+      keepResponseChunk(r, c);
+      keepContent(r, translated ? c.toString() : c, 1024);
+    }
+    return r;
+  };
+  for (const translated of [false, true]) {
+    const batch = new JobBatch(new PagePool());
+    const r = record(translated);
+    batch.add(r, 1024);
+    assert.equal(batch.bytes, request.length + response * (translated ? 2 : 1), translated ? 'the answer copied apart' : 'one copy for both');
+    const { heads, jobs } = jobsOf(structuredClone(batch.message()));
+    const got = JSON.parse(recordJson(heads[0]!, prepareJob(jobs[0]!, 1024, false, noRedact))) as Record<string, unknown>;
+    assert.deepEqual(got, JSON.parse(JSON.stringify(toWire(r, opts(1024)))));
+    assert.equal(got.outputTokens, 1);
+    assert.match(JSON.stringify(got.content), /hello/);
+  }
 });
 
 test('a batch of records made whole as bytes (the worker thread\'s answer): each is the UTF-8 of its toWire JSON in one buffer, with room for a batch header before them and `, ` after each; a job that fails is null and the others are intact', () => {
