@@ -11,7 +11,8 @@ const cats = [
   ['nats client (socket read/acks)', (u) => /nats\/lib/.test(u)],
   ['bus package', (u) => /packages\/bus/.test(u)],
   ['metrics', (u) => /metrics\.ts/.test(u)],
-  ['module loading', (u) => /modules\/|bootstrap\/realm|tsx\/dist/.test(u)],
+  // node:internal/modules/…, not node_modules/ (every package's frames matched it before 2 December).
+  ['module loading', (u) => /internal\/modules\/|bootstrap\/realm|tsx\/dist/.test(u)],
 ];
 const tot = new Map(); let all = 0, idle = 0, gc = 0;
 const cache = new Map();
