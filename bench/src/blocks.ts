@@ -6,7 +6,7 @@
  * for every request sent (the completeness check, which also keeps one arm's ingestion from
  * running into the next arm's block).
  */
-import type { Measured, RunContext } from './context.js';
+import type { ContentCounters, Measured, RunContext } from './context.js';
 import { REQUEST_TIMEOUT_MS } from './context.js';
 import { recordedGatewayTime, recordedStages } from './clickhouse.js';
 import { blockGates, controlDrift, driftGate } from './gates.js';
@@ -83,6 +83,14 @@ export async function scenario(ctx: RunContext, s: Scenario): Promise<ScenarioRe
     }
     if (p.note !== '') rows.set(name, { arm: name, status: 'ok', note: p.note });
     running.push(arm);
+  }
+
+  // The capturing arms' content-thread counters before the blocks (their deltas go in the rows).
+  const countersBefore = new Map<ArmName, ContentCounters>();
+  for (const arm of running) {
+    if (!CAPTURING_ARMS.includes(arm.name)) continue;
+    const c = await ctx.contentCounters(arm);
+    if (c !== undefined) countersBefore.set(arm.name, c);
   }
 
   // Blocks: direct, rounds × rotated arms, direct.
@@ -175,6 +183,11 @@ export async function scenario(ctx: RunContext, s: Scenario): Promise<ScenarioRe
         row.note = `capture incomplete: ${metrics}`;
       }
       ctx.gate('capture completeness', `${s.name}/${name}`, captured === row.sent, detail);
+      const c0 = countersBefore.get(name);
+      const c1 = c0 === undefined ? undefined : await ctx.contentCounters(capturing);
+      if (c0 !== undefined && c1 !== undefined) {
+        row.content_thread = { recorded: c1.recorded - c0.recorded, made_here: c1.madeHere - c0.madeHere, late_batches: c1.late - c0.late };
+      }
       const ch = ctx.stack.ch;
       if (ch !== undefined && capturing.count === undefined) {
         try {

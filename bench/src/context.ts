@@ -36,6 +36,13 @@ interface JszReport {
     }[];
   }[];
 }
+/** A capturing gateway's content-thread counters, cumulative (Context.contentCounters). */
+export interface ContentCounters {
+  recorded: number;
+  madeHere: number;
+  late: number;
+}
+
 /** Per-request timeout for latency blocks. */
 export const REQUEST_TIMEOUT_MS = 30_000;
 
@@ -78,6 +85,28 @@ export class RunContext {
         .join(', ');
     } catch (e) {
       return `metrics unavailable: ${message(e)}`;
+    }
+  }
+
+  /**
+   * The gateway's content-thread counters (its /metrics), or undefined when it has none or does
+   * not answer: records the serving thread made itself, and batches the thread answered late.
+   */
+  async contentCounters(arm: Arm): Promise<ContentCounters | undefined> {
+    if (arm.target === undefined) return undefined;
+    try {
+      const text = await (await fetch(`${arm.target.origin}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
+      const value = (name: string): number | undefined => {
+        const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+        return line === undefined ? undefined : Number(line.slice(name.length + 1));
+      };
+      const recorded = value('sightline_capture_recorded_total');
+      const madeHere = value('sightline_capture_content_made_here_total');
+      const late = value('sightline_capture_content_late_total');
+      if (recorded === undefined || madeHere === undefined || late === undefined) return undefined;
+      return { recorded, madeHere, late };
+    } catch {
+      return undefined;
     }
   }
 

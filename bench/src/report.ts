@@ -69,6 +69,12 @@ export interface ArmRow {
    */
   recorded_gateway_p50_us?: number;
   recorded_gateway_p99_us?: number;
+  /**
+   * Sightline with a content thread: over this scenario's blocks, the records it handed over,
+   * how many of them its serving thread made itself (the thread held its bound of unanswered
+   * work, or failed), and the thread's batches answered more than 1 s late (its /metrics).
+   */
+  content_thread?: { recorded: number; made_here: number; late_batches: number };
   /** Sightline: p50 of each stage span of this scenario's captured requests, µs to 0.1 (docs/schema.md). */
   recorded_stage_p50_us?: Record<string, number>;
   /**
@@ -268,6 +274,19 @@ export function authStageLine(scenarios: readonly ScenarioResult[]): string {
   return `\`auth\` stage p50 µs (\`sightline\`: the key lookup, authentication on; \`sightline-noauth\`: the team header read): ${parts.join('; ')}.`;
 }
 
+/**
+ * Per capturing arm and scenario, the records its serving thread made itself of those handed
+ * over, and the content thread's late batches: a record made there costs the next request its
+ * content's preparation (64 KiB prompts: hundreds of µs). Empty when no arm reported them.
+ */
+export function contentThreadLine(scenarios: readonly ScenarioResult[]): string {
+  const parts = scenarios.flatMap((s) =>
+    s.arms.flatMap((a) => (a.content_thread === undefined ? [] : [`${s.name} ${a.arm} ${a.content_thread.made_here} of ${a.content_thread.recorded} (${a.content_thread.late_batches} late)`])),
+  );
+  if (parts.length === 0) return '';
+  return `Records made on the capturing gateway's serving thread, of those its scenario's blocks handed over (the content thread held its bound of unanswered work, 4 MiB, or failed), and the thread's batches answered more than 1 s late: ${parts.join('; ')}.`;
+}
+
 /** The markdown table printed at the end of a run and written to bench/results/latest.md. */
 export function renderMarkdown(r: RunResults): string {
   const out: string[] = [];
@@ -317,6 +336,11 @@ export function renderMarkdown(r: RunResults): string {
         out.push(`- ${s.name} ${a.arm}, stage p50 µs: ${Object.entries(st).map(([k, v]) => `${k} ${v}`).join(', ')}`);
       }
     }
+    out.push('');
+  }
+  const content = contentThreadLine(r.scenarios);
+  if (content !== '') {
+    out.push(content);
     out.push('');
   }
   const auth = authStageLine(r.scenarios);

@@ -12,7 +12,7 @@ import type { ArmRow, LadderStep, RunResults, ScenarioResult } from '../src/repo
 import { SETTLE_CPU_PCT, pctOfCore } from '../src/settle.js';
 import { ratios, targets } from '../src/targets.js';
 import { probeVerdict } from '../src/warmup.js';
-import { authStageLine } from '../src/report.js';
+import { authStageLine, contentThreadLine } from '../src/report.js';
 
 function block(id: string, attempted: number, over: Partial<GatedBlock['result']> = {}, mockRequests = attempted): GatedBlock {
   return { result: { id, attempted, errors: 0, prewarmErrors: 0, truncated: false, ...over }, mockRequests };
@@ -183,6 +183,12 @@ describe('ratios and targets', () => {
     assert.equal(targets(scenarios([arm('sightline', { auth_stage_p50_us: 5.1 })]), null)[5]?.met, false);
     assert.match(authStageLine(rows), /json-1k-seq sightline 1\.4; json-1k-seq sightline-noauth 0\.3\.$/);
     assert.equal(authStageLine(scenarios([arm('sightline', {})])), '');
+  });
+
+  it('reports the records the serving thread made itself, per capturing arm and scenario', () => {
+    const line = contentThreadLine(scenarios([arm('sightline', { content_thread: { recorded: 1_200, made_here: 805, late_batches: 3 } }), arm('sightline-nocapture', {})]));
+    assert.match(line, /: json-1k-seq sightline 805 of 1200 \(3 late\)\.$/);
+    assert.equal(contentThreadLine(scenarios([arm('sightline', {})])), '');
   });
 
   it('reports what was not measured as unknown, never as met', () => {
