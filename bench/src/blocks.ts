@@ -85,12 +85,21 @@ export async function scenario(ctx: RunContext, s: Scenario): Promise<ScenarioRe
     running.push(arm);
   }
 
-  // The capturing arms' content-thread counters before the blocks (their deltas go in the rows).
-  const countersBefore = new Map<ArmName, ContentCounters>();
+  // The capturing gateways' content-thread counters before the blocks; their deltas go in the
+  // row of the first arm each gateway serves (the control arms share one gateway).
+  const countersBefore = new Map<ArmName, { counters: ContentCounters; arms: ArmName[] }>();
+  const byOrigin = new Map<string, ArmName[]>();
   for (const arm of running) {
-    if (!CAPTURING_ARMS.includes(arm.name)) continue;
+    if (!CAPTURING_ARMS.includes(arm.name) || arm.target === undefined) continue;
+    const shared = byOrigin.get(arm.target.origin);
+    if (shared !== undefined) {
+      shared.push(arm.name);
+      continue;
+    }
+    const arms = [arm.name];
+    byOrigin.set(arm.target.origin, arms);
     const c = await ctx.contentCounters(arm);
-    if (c !== undefined) countersBefore.set(arm.name, c);
+    if (c !== undefined) countersBefore.set(arm.name, { counters: c, arms });
   }
 
   // Blocks: direct, rounds × rotated arms, direct.
@@ -183,10 +192,11 @@ export async function scenario(ctx: RunContext, s: Scenario): Promise<ScenarioRe
         row.note = `capture incomplete: ${metrics}`;
       }
       ctx.gate('capture completeness', `${s.name}/${name}`, captured === row.sent, detail);
-      const c0 = countersBefore.get(name);
-      const c1 = c0 === undefined ? undefined : await ctx.contentCounters(capturing);
-      if (c0 !== undefined && c1 !== undefined) {
-        row.content_thread = { recorded: c1.recorded - c0.recorded, made_here: c1.madeHere - c0.madeHere, late_batches: c1.late - c0.late };
+      const before = countersBefore.get(name);
+      const c1 = before === undefined ? undefined : await ctx.contentCounters(capturing);
+      if (before !== undefined && c1 !== undefined) {
+        const c0 = before.counters;
+        row.content_thread = { recorded: c1.recorded - c0.recorded, made_here: c1.madeHere - c0.madeHere, late_batches: c1.late - c0.late, arms: before.arms };
       }
       const ch = ctx.stack.ch;
       if (ch !== undefined && capturing.count === undefined) {

@@ -72,9 +72,10 @@ export interface ArmRow {
   /**
    * Sightline with a content thread: over this scenario's blocks, the records it handed over,
    * how many of them its serving thread made itself (the thread held its bound of unanswered
-   * work, or failed), and the thread's batches answered more than 1 s late (its /metrics).
+   * work, or failed), and the thread's batches answered more than 1 s late (its /metrics). On
+   * the first arm a gateway serves; `arms` names every arm of the scenario it served.
    */
-  content_thread?: { recorded: number; made_here: number; late_batches: number };
+  content_thread?: { recorded: number; made_here: number; late_batches: number; arms: string[] };
   /** Sightline: p50 of each stage span of this scenario's captured requests, µs to 0.1 (docs/schema.md). */
   recorded_stage_p50_us?: Record<string, number>;
   /**
@@ -281,10 +282,10 @@ export function authStageLine(scenarios: readonly ScenarioResult[]): string {
  */
 export function contentThreadLine(scenarios: readonly ScenarioResult[]): string {
   const parts = scenarios.flatMap((s) =>
-    s.arms.flatMap((a) => (a.content_thread === undefined ? [] : [`${s.name} ${a.arm} ${a.content_thread.made_here} of ${a.content_thread.recorded} (${a.content_thread.late_batches} late)`])),
+    s.arms.flatMap((a) => (a.content_thread === undefined ? [] : [`${s.name} ${a.content_thread.arms.join(' + ')} ${a.content_thread.made_here} of ${a.content_thread.recorded} (${a.content_thread.late_batches} late)`])),
   );
   if (parts.length === 0) return '';
-  return `Records made on the capturing gateway's serving thread, of those its scenario's blocks handed over (the content thread held its bound of unanswered work, 4 MiB, or failed), and the thread's batches answered more than 1 s late: ${parts.join('; ')}.`;
+  return `Records made on a capturing gateway's serving thread, of those its scenario's blocks handed over (the content thread held its bound of unanswered work, 4 MiB, or failed), and the thread's batches answered more than 1 s late, per gateway (arms joined by + share one): ${parts.join('; ')}.`;
 }
 
 /** The markdown table printed at the end of a run and written to bench/results/latest.md. */

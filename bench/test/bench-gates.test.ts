@@ -186,8 +186,10 @@ describe('ratios and targets', () => {
   });
 
   it('reports the records the serving thread made itself, per capturing arm and scenario', () => {
-    const line = contentThreadLine(scenarios([arm('sightline', { content_thread: { recorded: 1_200, made_here: 805, late_batches: 3 } }), arm('sightline-nocapture', {})]));
+    const line = contentThreadLine(scenarios([arm('sightline', { content_thread: { recorded: 1_200, made_here: 805, late_batches: 3, arms: ['sightline'] } }), arm('sightline-nocapture', {})]));
     assert.match(line, /: json-1k-seq sightline 805 of 1200 \(3 late\)\.$/);
+    const shared = contentThreadLine(scenarios([arm('ctl-none', { content_thread: { recorded: 3_000, made_here: 0, late_batches: 0, arms: ['ctl-none', 'ctl-limits'] } }), arm('ctl-limits', {})]));
+    assert.match(shared, /: json-1k-seq ctl-none \+ ctl-limits 0 of 3000 \(0 late\)\.$/);
     assert.equal(contentThreadLine(scenarios([arm('sightline', {})])), '');
   });
 
