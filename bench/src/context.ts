@@ -43,6 +43,18 @@ export interface ContentCounters {
   late: number;
 }
 
+/** Unlabelled counters and gauges of a /metrics page whose names start with `prefix`, by the rest of their name. */
+async function metricValues(origin: string, prefix: string): Promise<Map<string, number>> {
+  const text = await (await fetch(`${origin}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
+  const out = new Map<string, number>();
+  const re = new RegExp(`^${prefix}([a-z_]+) ([0-9.e+-]+)$`);
+  for (const l of text.split('\n')) {
+    const m = re.exec(l);
+    if (m !== null) out.set(m[1]!, Number(m[2]));
+  }
+  return out;
+}
+
 /** Per-request timeout for latency blocks. */
 export const REQUEST_TIMEOUT_MS = 30_000;
 
@@ -95,14 +107,10 @@ export class RunContext {
   async contentCounters(arm: Arm): Promise<ContentCounters | undefined> {
     if (arm.target === undefined) return undefined;
     try {
-      const text = await (await fetch(`${arm.target.origin}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
-      const value = (name: string): number | undefined => {
-        const line = text.split('\n').find((l) => l.startsWith(`${name} `));
-        return line === undefined ? undefined : Number(line.slice(name.length + 1));
-      };
-      const recorded = value('sightline_capture_recorded_total');
-      const madeHere = value('sightline_capture_content_made_here_total');
-      const late = value('sightline_capture_content_late_total');
+      const values = await metricValues(arm.target.origin, 'sightline_capture_');
+      const recorded = values.get('recorded_total');
+      const madeHere = values.get('content_made_here_total');
+      const late = values.get('content_late_total');
       if (recorded === undefined || madeHere === undefined || late === undefined) return undefined;
       return { recorded, madeHere, late };
     } catch {
@@ -188,14 +196,10 @@ export class RunContext {
 
   /** The ingester's counters (its /metrics, `sightline_ingest_*` without the histogram), by name. */
   async ingesterCounters(): Promise<Map<string, number>> {
-    const out = new Map<string, number>();
     const url = this.stack.ingesterUrl;
-    if (url === undefined) return out;
-    const text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
-    for (const l of text.split('\n')) {
-      const m = /^sightline_ingest_([a-z_]+) ([0-9.e+-]+)$/.exec(l);
-      if (m !== null && !m[1]!.includes('histogram')) out.set(m[1]!, Number(m[2]));
-    }
+    if (url === undefined) return new Map();
+    const out = await metricValues(url, 'sightline_ingest_');
+    for (const name of [...out.keys()]) if (name.includes('histogram')) out.delete(name);
     return out;
   }
 
