@@ -162,6 +162,13 @@ export interface ClickHouseServerOptions {
  * - `max_replica_delay_for_distributed_queries = 2`: a read skips a replica more than 2 s
  *   behind (one back from an outage, still fetching) for an up-to-date one.
  */
+/**
+ * How long an idle connection to ClickHouse is kept for reuse: well under the server's
+ * `keep_alive_timeout` (3 s by default on older servers, 10 s on newer), so a connection is
+ * never written to after the server closed it.
+ */
+export const IDLE_SOCKET_TTL_MS = 1_500;
+
 const CLUSTER_SETTINGS: ClickHouseSettings = { insert_distributed_sync: 1, prefer_localhost_replica: 0, load_balancing: 'in_order', max_replica_delay_for_distributed_queries: '2' };
 
 /** A failure to reach the server at all (nothing was executed), as opposed to an error it answered. */
@@ -218,6 +225,14 @@ export class ClickHouseServerStore implements Store {
           clickhouse_settings: { output_format_json_quote_64bit_integers: 1, ...(this.cluster === null ? {} : CLUSTER_SETTINGS) },
           // Failures reach the caller as StoreErrors; the client's own logger would repeat them.
           log: { level: ClickHouseLogLevel.OFF },
+          // An idle connection is not reused once the server may have closed it: ClickHouse closes
+          // keep-alive connections after `keep_alive_timeout` (3 s on 18.16, Debian's), and a write on
+          // one it closed fails with EPIPE or "socket hang up" (17 ingester inserts in the full bench
+          // run of 2 December, retried and redelivered). The client's default TTL (2.5 s) leaves half
+          // a second, which a busy event loop overruns; the stale check at each request, by
+          // timestamp, does not wait for the loop to run the TTL's timer (clickhouse-js's advice for
+          // CPU-starved processes).
+          keep_alive: { enabled: true, idle_socket_ttl: IDLE_SOCKET_TTL_MS, eagerly_destroy_stale_sockets: true },
         });
       });
     this.#clients = make(opts.requestTimeoutMs ?? 30_000);
