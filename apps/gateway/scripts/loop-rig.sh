@@ -5,7 +5,7 @@
 # gateway. A bare Node hop (bench/src/peers/node-proxy.ts, or PROXY_SRC under bench/src/peers) is started too.
 # CONFIG_A: a configuration file (SIGHTLINE_CONFIG) for this tree's capture-on gateway, e.g. other batch bounds.
 # ENV_A / ENV_B: extra NAME=value settings for this tree's / the before tree's capture-on gateway (e.g. SIGHTLINE_CONTENT_THREAD=0).
-# loop-stop.sh stops them by pid.
+# loop-stop.sh stops them by pid. loop-pipeline.ts adds clickhouse-server and the ingester (pid in $LOOP_DIR/pipeline.pid).
 set -e
 D=${LOOP_DIR:-/tmp/loop/run}
 # A rig still running in $D is stopped first: its pid files are about to be removed.
