@@ -150,6 +150,13 @@ export interface ClickHouseServerOptions {
 }
 
 /**
+ * How long an idle connection to ClickHouse is kept for reuse: well under the server's
+ * `keep_alive_timeout` (3 s by default on older servers, 10 s on newer), so that a connection the
+ * server may already have closed is not written to.
+ */
+const IDLE_SOCKET_TTL_MS = 1_500;
+
+/**
  * Settings of every request to a cluster (https://clickhouse.com/docs/en/engines/table-engines/special/distributed):
  * - `insert_distributed_sync = 1`: an INSERT into a Distributed table returns once the shard's
  *   replica has the block (not once it is queued on the entry node's disk), so the ingester's
@@ -162,13 +169,6 @@ export interface ClickHouseServerOptions {
  * - `max_replica_delay_for_distributed_queries = 2`: a read skips a replica more than 2 s
  *   behind (one back from an outage, still fetching) for an up-to-date one.
  */
-/**
- * How long an idle connection to ClickHouse is kept for reuse: well under the server's
- * `keep_alive_timeout` (3 s by default on older servers, 10 s on newer), so a connection is
- * never written to after the server closed it.
- */
-export const IDLE_SOCKET_TTL_MS = 1_500;
-
 const CLUSTER_SETTINGS: ClickHouseSettings = { insert_distributed_sync: 1, prefer_localhost_replica: 0, load_balancing: 'in_order', max_replica_delay_for_distributed_queries: '2' };
 
 /** A failure to reach the server at all (nothing was executed), as opposed to an error it answered. */
@@ -228,7 +228,7 @@ export class ClickHouseServerStore implements Store {
           // An idle connection is not reused once the server may have closed it: ClickHouse closes
           // keep-alive connections after `keep_alive_timeout` (3 s on 18.16, Debian's), and a write on
           // one it closed fails with EPIPE or "socket hang up" (17 ingester inserts in the full bench
-          // run of 2 December, retried and redelivered). The client's default TTL (2.5 s) leaves half
+          // run of 2 December 10:59, retried and redelivered; 3 in the next run, with this check). The client's default TTL (2.5 s) leaves half
           // a second, which a busy event loop overruns; the stale check at each request, by
           // timestamp, does not wait for the loop to run the TTL's timer (clickhouse-js's advice for
           // CPU-starved processes).
