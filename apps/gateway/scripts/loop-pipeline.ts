@@ -6,29 +6,21 @@
 // Writes $LOOP_DIR/pipeline (clickhouse pid, ingester pid, ingester port, ClickHouse URL) once
 // ready; on SIGTERM (loop-stop.sh) it stops both.
 import { readFileSync, writeFileSync } from 'node:fs';
-import { ClickHouseServer, freePort } from '../../../test/support/servers.js';
-import { startApp, waitHealthy } from '../../../test/support/apps.js';
+import { ClickHouseServer } from '../../../test/support/servers.js';
+import { Deployment } from '../../../test/support/deployment.js';
 
 const dir = process.env.LOOP_DIR ?? '/tmp/loop/run';
 const ports = Object.fromEntries(readFileSync(`${dir}/ports`, 'utf8').trim().split(' ').map((kv) => kv.split('=')));
 const ch = await ClickHouseServer.start();
-const port = await freePort();
-const ingester = startApp('ingester', 'apps/ingester/src/main.ts', {
-  NATS_URL: `nats://127.0.0.1:${ports.NATS}`,
-  CLICKHOUSE_URL: ch.url,
-  CLICKHOUSE_USER: 'default',
-  CLICKHOUSE_PASSWORD: '',
-  CLICKHOUSE_DATABASE: 'sightline',
-  INGESTER_HOST: '127.0.0.1',
-  INGESTER_PORT: String(port),
-});
+// An ingester applies the migrations before it reports healthy.
+const apps = new Deployment(() => ({ NATS_URL: `nats://127.0.0.1:${ports.NATS}`, CLICKHOUSE_URL: ch.url, CLICKHOUSE_DATABASE: 'sightline' }), 90_000);
 const stop = async (): Promise<void> => {
-  await ingester.stop();
+  await apps.stop();
   await ch.stop();
   process.exit(0);
 };
 process.once('SIGTERM', () => void stop());
-await waitHealthy(ingester, `http://127.0.0.1:${port}/healthz`, 90_000);
-writeFileSync(`${dir}/pipeline`, `${ch.pid ?? ''} ${ingester.child.pid ?? ''} ${port} ${ch.url}\n`);
-console.log(`pipeline ready: clickhouse ${ch.url}, ingester http://127.0.0.1:${port}`);
+const ingester = await apps.ingester();
+writeFileSync(`${dir}/pipeline`, `${ch.pid ?? ''} ${ingester.app.child.pid ?? ''} ${new URL(ingester.url).port} ${ch.url}\n`);
+console.log(`pipeline ready: clickhouse ${ch.url}, ingester ${ingester.url}`);
 setInterval(() => {}, 1 << 30);

@@ -228,10 +228,10 @@ export class ClickHouseServerStore implements Store {
           // An idle connection is not reused once the server may have closed it: ClickHouse closes
           // keep-alive connections after `keep_alive_timeout` (3 s on 18.16, Debian's), and a write on
           // one it closed fails with EPIPE or "socket hang up" (17 ingester inserts in the full bench
-          // run of 2 December 10:59, retried and redelivered; 3 in the next run, with this check). The client's default TTL (2.5 s) leaves half
-          // a second, which a busy event loop overruns; the stale check at each request, by
-          // timestamp, does not wait for the loop to run the TTL's timer (clickhouse-js's advice for
-          // CPU-starved processes).
+          // run of 2 December 10:59, retried and redelivered; 3 in the next run, with this check).
+          // The client's default TTL (2.5 s) leaves half a second, which a busy event loop overruns;
+          // the stale check at each request, by timestamp, does not wait for the loop to run the
+          // TTL's timer (clickhouse-js's advice for CPU-starved processes).
           keep_alive: { enabled: true, idle_socket_ttl: IDLE_SOCKET_TTL_MS, eagerly_destroy_stale_sockets: true },
         });
       });
