@@ -8,6 +8,9 @@
  *
  *   node --import tsx bench/src/capacity.ts [requests=40000] [records per batch=100]
  *
+ * CAPACITY_INGESTER_ARGS: Node flags for the ingester, space-separated (for example
+ * `--cpu-prof --cpu-prof-dir=/tmp/prof`, which Node refuses in NODE_OPTIONS).
+ *
  * Prints a JSON summary. The gateway's requests per core come from the ladder (docs/benchmarks.md).
  */
 import { readFileSync } from 'node:fs';
@@ -31,7 +34,7 @@ const batches = Math.ceil(total / perBatch);
 const [nats, ch] = await Promise.all([NatsServer.start(), ClickHouseServer.start()]);
 const store = new ClickHouseServerStore({ url: ch.url, database: 'sightline' });
 const port = await freePort();
-const ing = startApp('ingester', 'apps/ingester/src/main.ts', { NATS_URL: nats.url, CLICKHOUSE_URL: ch.url, CLICKHOUSE_DATABASE: 'sightline', INGESTER_PORT: String(port) });
+const ing = startApp('ingester', 'apps/ingester/src/main.ts', { NATS_URL: nats.url, CLICKHOUSE_URL: ch.url, CLICKHOUSE_DATABASE: 'sightline', INGESTER_PORT: String(port) }, (process.env.CAPACITY_INGESTER_ARGS ?? '').split(' ').filter((a) => a !== ''));
 try {
   await migrate(store);
   await waitHealthy(ing, `http://127.0.0.1:${port}/healthz`);

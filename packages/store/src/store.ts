@@ -5,7 +5,9 @@
  */
 import { createClient, ClickHouseLogLevel, type ClickHouseClient, type ClickHouseSettings } from '@clickhouse/client';
 import { StoreError } from './errors.js';
-import { ident, type Sql } from './sql.js';
+import { Readable } from 'node:stream';
+import { ident, table as qualified, type Sql } from './sql.js';
+import { jsonEachRow } from './rows.js';
 import type { ReadOnlyStatement } from './statement.js';
 
 /**
@@ -315,7 +317,14 @@ export class ClickHouseServerStore implements Store {
   async insert(table: string, rows: readonly object[]): Promise<void> {
     if (rows.length === 0) return;
     try {
-      await this.#run((c) => c.insert({ table: `${this.database}.${table}`, values: rows as object[], format: 'JSONEachRow' }));
+      const body = jsonEachRow(rows);
+      const query = `INSERT INTO ${qualified(this.database, table).text} FORMAT JSONEachRow`;
+      // exec with the body as bytes (rows.ts), not insert with the rows: a body made anew for
+      // each replica tried. The answer is read to its end, as insert does.
+      await this.#run(async (c) => {
+        const r = await c.exec({ query, values: Readable.from(body, { objectMode: false }) });
+        for await (const _ of r.stream);
+      });
     } catch (e) {
       const code = (e as { code?: unknown }).code;
       const prefix = typeof code === 'string' && /^\d+$/.test(code) ? `Code: ${code}. ` : '';
@@ -418,10 +427,9 @@ export class ChdbStore implements Store {
 
   async insert(table: string, rows: readonly object[]): Promise<void> {
     if (rows.length === 0) return;
-    let body = '';
-    for (const r of rows) body += JSON.stringify(r) + '\n';
+    const body = Buffer.concat(jsonEachRow(rows));
     try {
-      await this.#session.insert({ table: `${this.database}.${table}`, values: Buffer.from(body), format: 'JSONEachRow' });
+      await this.#session.insert({ table: `${this.database}.${table}`, values: body, format: 'JSONEachRow' });
     } catch (e) {
       throw new StoreError('SL_STORE_INSERT', `chdb insert into ${table} failed: ${(e as Error).message}`, { cause: e });
     }

@@ -96,6 +96,30 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
       assert.equal(rows[0]?.t, '2025-11-29 18:40:00');
     });
 
+    test('an insert of many rows, across chunks and with a row longer than a chunk, is written whole', async () => {
+      // Rows in a mix of one-byte and two-byte strings (jsonEachRow writes each into chunks of
+      // 256 KiB); one attribute of 300 KiB, which takes a chunk of its own.
+      const long = 'x🙂'.repeat(100_000);
+      const rows = Array.from({ length: 3000 }, (_, i) => ({
+        trace_id: 'c'.repeat(32), span_id: i.toString(16).padStart(16, '0'), parent_span_id: '', name: i % 3 === 0 ? `${nasty} ${i}` : `plain ${i}`,
+        kind: 'internal', is_root: 0, start_time: 1764441600, start_time_unix_nano: '1764441600000000000', duration_ns: String(i), status_code: 'UNSET',
+        status_message: '', model: 'm', provider: 'p', team: 'chunks', instance: 'gw1', attr_keys: ['k'], attr_values: [i === 1500 ? long : `v${i}`],
+      }));
+      await store.insert('spans', rows);
+      const got = await store.query<{ n: string; names: string; long: string }>(
+        sql`SELECT count() AS n, toString(sum(length(name))) AS names, toString(max(length(attr_values[1]))) AS long FROM ${table(store.database, 'spans')} WHERE team = 'chunks'`,
+      );
+      assert.equal(Number(got[0]?.n), 3000);
+      assert.equal(Number(got[0]?.names), rows.reduce((a, r) => a + Buffer.byteLength(r.name), 0));
+      assert.equal(Number(got[0]?.long), Buffer.byteLength(long));
+      const one = await store.query<{ name: string; v: string }>(sql`SELECT name, attr_values[1] AS v FROM ${table(store.database, 'spans')} WHERE team = 'chunks' AND span_id = ${(1500).toString(16).padStart(16, '0')}`);
+      assert.deepEqual(one, [{ name: `${nasty} 1500`, v: long }]);
+    });
+
+    test('rows ClickHouse cannot take are a StoreError that says it refused them', async () => {
+      await assert.rejects(store.insert('spans', [{ trace_id: 't'.repeat(32), start_time: 'not a time' }]), (e: unknown) => e instanceof StoreError && e.code === 'SL_STORE_INSERT' && e.rejected);
+    });
+
     test('every example query in docs/schema.md runs and finds the fixture', async () => {
       const doc = readFileSync(new URL('../../../docs/schema.md', import.meta.url), 'utf8');
       const queries = [...doc.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1]!.replaceAll('sightline.', `${store.database}.`));
