@@ -151,6 +151,11 @@ export class Ingester {
   }
 
   /** Stops after the batch in hand is written (or given back). */
+  /** ClickHouse inserts the store sent once more at once, the connection having broken under them. */
+  get insertsResent(): number {
+    return this.#store.insertsResent ?? 0;
+  }
+
   async stop(): Promise<void> {
     this.#running = false;
     for (const wake of [...this.#sleeping]) wake();

@@ -46,6 +46,7 @@ export function renderIngesterMetrics(ingester: Ingester): string {
     ['sightline_ingest_content_total', 'Content rows written (prompts and answers).', 'counter', s.content],
     ['sightline_ingest_content_withheld_total', 'Requests whose content was not stored: policy redacted without a personal-data redactor, or content that could not be prepared.', 'counter', s.contentWithheld],
     ['sightline_ingest_write_failures_total', 'ClickHouse writes that failed and were retried.', 'counter', s.writeFailures],
+    ['sightline_ingest_inserts_resent_total', 'ClickHouse inserts sent once more at once because the connection broke under them (a write that then failed counts in write_failures too).', 'counter', ingester.insertsResent],
     ['sightline_ingest_dead_lettered_total', 'Messages moved to the dead-letter subject.', 'counter', s.deadLettered],
     ['sightline_ingest_redelivered_total', 'Messages received again after an earlier delivery was not acknowledged.', 'counter', s.redelivered],
     ['sightline_ingest_given_back_total', 'Messages this ingester gave back (nak) to be delivered again, after a failed write or a failed dead-lettering.', 'counter', s.givenBack],

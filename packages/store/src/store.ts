@@ -123,6 +123,11 @@ export interface Store {
   select(statement: ReadOnlyStatement, limits: ReadLimits): Promise<SqlAnswer>;
   /** Inserts rows as JSONEachRow into `database.table`; resolves once the engine confirmed. */
   insert(table: string, rows: readonly object[]): Promise<void>;
+  /**
+   * Inserts sent a second time, at once, because the connection broke under the first (a
+   * server over HTTP only; absent elsewhere).
+   */
+  readonly insertsResent?: number;
   close(): Promise<void>;
 }
 
@@ -180,6 +185,16 @@ function unreachable(e: unknown): boolean {
   return typeof err.message === 'string' && /ECONNREFUSED|socket hang up|ECONNRESET/.test(err.message);
 }
 
+/**
+ * The connection broke under the request: the server closed it (a reused keep-alive socket it
+ * had dropped, a restart) before it answered. Not a refused connection: the server may be up.
+ */
+function connectionLost(e: unknown): boolean {
+  const err = e as { code?: unknown; message?: unknown };
+  if (typeof err.code === 'string' && /^(ECONNRESET|EPIPE|UND_ERR_SOCKET)$/.test(err.code)) return true;
+  return typeof err.message === 'string' && /socket hang up|ECONNRESET|EPIPE/.test(err.message);
+}
+
 /** `limits` as the settings of one HTTP request. */
 function serverSettings(limits: ReadLimits, readonly: 1 | 2): ClickHouseSettings {
   const settings = Object.fromEntries(limitSettings(limits, readonly).map((s) => [s.name, typeof s.value === 'number' ? String(s.value) : s.value])) as ClickHouseSettings;
@@ -192,6 +207,7 @@ function serverSettings(limits: ReadLimits, readonly: 1 | 2): ClickHouseSettings
 
 export class ClickHouseServerStore implements Store {
   readonly kind = 'clickhouse' as const;
+  insertsResent = 0;
   readonly database: string;
   readonly cluster: string | null;
   /** One client per replica URL, in the order given. */
@@ -321,10 +337,23 @@ export class ClickHouseServerStore implements Store {
       const query = `INSERT INTO ${qualified(this.database, table).text} FORMAT JSONEachRow`;
       // exec with the body as bytes (rows.ts), not insert with the rows: a body made anew for
       // each replica tried. The answer is read to its end, as insert does.
-      await this.#run(async (c) => {
-        const r = await c.exec({ query, values: Readable.from(body, { objectMode: false }) });
-        for await (const _ of r.stream);
-      });
+      const send = (): Promise<void> =>
+        this.#run(async (c) => {
+          const r = await c.exec({ query, values: Readable.from(body, { objectMode: false }) });
+          for await (const _ of r.stream);
+        });
+      try {
+        await send();
+      } catch (e) {
+        // Once more, at once, on a new connection (the client dropped the broken one), where
+        // the ingester's own retry waits a backoff and has JetStream deliver the whole set
+        // again. Rows the broken insert may have written are repeated as under redelivery:
+        // the tables keep one row per span or request (ReplacingMergeTree, read with FINAL)
+        // and the rollups are recomputed (docs/architecture.md, "The ingester").
+        if (!connectionLost(e)) throw e;
+        this.insertsResent++;
+        await send();
+      }
     } catch (e) {
       const code = (e as { code?: unknown }).code;
       const prefix = typeof code === 'string' && /^\d+$/.test(code) ? `Code: ${code}. ` : '';

@@ -11,7 +11,8 @@ import { join } from 'node:path';
 // trustedSql, which the package does not export, and one declaration of Sql must type both.
 import { ClickHouseServerStore, ChdbStore, migrate, readMigrations, sql, table, withReadLimits, StoreError, type ReadLimits, type Store } from '../src/index.js';
 import { trustedSql } from '../src/sql.js';
-import { ClickHouseServer } from '../../../test/support/servers.js';
+import { createServer, connect, type AddressInfo } from 'node:net';
+import { ClickHouseServer, freePort } from '../../../test/support/servers.js';
 
 const nasty = "quote ' backslash \\ newline \n tab \t unicode 你好 🙂";
 
@@ -258,4 +259,48 @@ test('readMigrations orders files and rejects duplicate versions', () => {
   writeFileSync(join(dir, '002_c.sql'), 'SELECT 3;\n');
   assert.throws(() => readMigrations(dir), StoreError);
   rmSync(dir, { recursive: true, force: true });
+});
+
+test('an insert whose connection the server drops is sent once more on a new one, and its rows are there once', async () => {
+  const server = await ClickHouseServer.start();
+  // A TCP relay in front of the real server that drops the first connection as soon as the
+  // request's first bytes arrive (a keep-alive connection the server had closed), and relays
+  // every later one.
+  let accepted = 0;
+  const relay = createServer((client) => {
+    accepted++;
+    if (accepted === 1) {
+      client.once('data', () => client.resetAndDestroy());
+      return;
+    }
+    const upstream = connect(server.httpPort, '127.0.0.1');
+    client.pipe(upstream).pipe(client);
+    const close = (): void => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('error', close);
+    upstream.on('error', close);
+  });
+  await new Promise<void>((r) => relay.listen(0, '127.0.0.1', r));
+  const port = (relay.address() as AddressInfo).port;
+  const direct = new ClickHouseServerStore({ url: server.url, database: 'default' });
+  const relayed = new ClickHouseServerStore({ url: `http://127.0.0.1:${port}`, database: 'default' });
+  try {
+    await direct.command(sql`CREATE TABLE default.dropped (id UInt32, s String) ENGINE = MergeTree ORDER BY id`);
+    await relayed.insert('dropped', [{ id: 1, s: nasty }, { id: 2, s: 'two' }]);
+    assert.ok(accepted >= 2, `connections: ${accepted}`);
+    assert.equal(relayed.insertsResent, 1);
+    assert.deepEqual(await direct.query(sql`SELECT id, s FROM default.dropped ORDER BY id`), [{ id: 1, s: nasty }, { id: 2, s: 'two' }]);
+    // A refused connection is not retried here: the server is not there at all.
+    const closedPort = await freePort();
+    const nowhere = new ClickHouseServerStore({ url: `http://127.0.0.1:${closedPort}`, database: 'default' });
+    await assert.rejects(nowhere.insert('dropped', [{ id: 3, s: '' }]), (e: unknown) => e instanceof StoreError && !e.rejected);
+    await nowhere.close();
+  } finally {
+    await direct.close();
+    await relayed.close();
+    relay.close();
+    await server.dispose();
+  }
 });
