@@ -1,11 +1,15 @@
 /**
  * Turns a finished request (a WireRecord, @sightline/core wire.ts) into OpenTelemetry
- * spans and a request row, in the ingester, off the request path. Spans are made with
- * @opentelemetry/sdk-trace-base (so they follow the OTel data model: ids, kinds, status,
- * attributes, HrTime) and the GenAI semantic conventions
- * (https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/), then flattened into
- * `spans` rows. The gateway never loads this package, nor the SDK: it publishes records,
- * not spans (test/layout.test.ts checks).
+ * spans and a request row, in the ingester, off the request path. A record's spans are
+ * planned once (SpanPlan: ids, kinds, status, attributes, HrTime, as in the OTel data model,
+ * with the GenAI semantic conventions,
+ * https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/); the `spans` rows are
+ * made from the plans, and, for span processors (an OTLP exporter), the same plans become
+ * spans of @opentelemetry/sdk-trace-base. Rows were made from the SDK's spans before: that
+ * was a quarter of the ingester's CPU (issue 15), and the spans are only needed where they
+ * are exported. The tests check that the rows and the SDK's spans agree field by field. The
+ * gateway never loads this package, nor the SDK: it publishes records, not spans
+ * (test/layout.test.ts checks).
  *
  * Stage spans partition the request: each starts where the previous one ended, from the
  * request's first mark to its last, so they add up to its total exactly.
@@ -16,11 +20,10 @@ import {
   BasicTracerProvider,
   RandomIdGenerator,
   type IdGenerator,
-  type ReadableSpan,
   type SpanProcessor,
   type TracerConfig,
 } from '@opentelemetry/sdk-trace-base';
-import { ATTEMPT_SPAN, markDiffNs, markToUnixNano, type RequestRow, type SpanRow, type SpanStatus, type StageName, type WireRecord } from '@sightline/core';
+import { ATTEMPT_SPAN, markDiffNs, markToUnixNano, type RequestRow, type SpanRow, type StageName, type WireRecord } from '@sightline/core';
 import { toWire, type RequestRecord } from '@sightline/capture';
 import { CONTENT_ATTRIBUTES, type GenAiContentAttributes } from './genai.js';
 
@@ -51,53 +54,51 @@ const hex8 = (n: number): string => n.toString(16).padStart(8, '0');
  * root's id, never zero.
  */
 export function childSpanId(rootSpanId: string, k: number): string {
-  const hi = parseInt(rootSpanId.slice(0, 8), 16);
-  const lo = parseInt(rootSpanId.slice(8, 16), 16);
+  return childOf(parseInt(rootSpanId.slice(0, 8), 16), parseInt(rootSpanId.slice(8, 16), 16), rootSpanId, k);
+}
+
+/** childSpanId with the root's two halves parsed once per record. */
+function childOf(hi: number, lo: number, rootSpanId: string, k: number): string {
   const a = mix32(hi ^ Math.imul(k, 0x9e3779b1));
   const b = mix32(lo ^ a ^ Math.imul(k, 0x7feb352d));
   const id = hex8(a) + hex8(b);
-  return id === rootSpanId || id === '0000000000000000' ? childSpanId(rootSpanId, k + 0x10000) : id;
+  return id === rootSpanId || id === '0000000000000000' ? childOf(hi, lo, rootSpanId, k + 0x10000) : id;
 }
 
 /**
- * Makes the root span carry the trace id and span id the client already received (the
- * trace id in a header, the span id upstream in `traceparent`), and its children ids
- * derived from the root's (childSpanId).
+ * Gives the SDK the ids a record's plans already have (SpanBuilder sets them before each
+ * span it starts): the trace id and span id the client received, and the children's
+ * derived ones (childSpanId).
  */
-class PresetIdGenerator implements IdGenerator {
-  readonly #random = new RandomIdGenerator();
+class PlannedIds implements IdGenerator {
   nextTraceId = '';
   nextSpanId = '';
-  /** The record's root span id; its children are numbered from 1. */
-  #root = '';
-  #child = 0;
   generateTraceId(): string {
-    const id = this.nextTraceId;
-    this.nextTraceId = '';
-    return id !== '' ? id : this.#random.generateTraceId();
+    return this.nextTraceId;
   }
   generateSpanId(): string {
-    const id = this.nextSpanId;
-    if (id !== '') {
-      this.nextSpanId = '';
-      this.#root = id;
-      this.#child = 0;
-      return id;
-    }
-    return this.#root !== '' ? childSpanId(this.#root, ++this.#child) : this.#random.generateSpanId();
+    return this.nextSpanId;
   }
 }
 
-/** Collects the spans of the record being built. */
-class CollectingProcessor implements SpanProcessor {
-  spans: ReadableSpan[] = [];
-  onStart(): void {}
-  onEnd(span: ReadableSpan): void {
-    this.spans.push(span);
-  }
-  async forceFlush(): Promise<void> {}
-  async shutdown(): Promise<void> {}
+/**
+ * One span of a record as planned: what its `spans` row is made of, and what an SDK span
+ * is started with when span processors want them.
+ */
+interface SpanPlan {
+  name: string;
+  kind: SpanKind;
+  spanId: string;
+  start: HrTime;
+  end: HrTime;
+  /** null: none. */
+  attributes: Attributes | null;
+  /** The status message when the status is ERROR; null: UNSET. */
+  error: string | null;
 }
+
+/** Attributes a span keeps at most, as the SDK is configured (spanLimits): later ones are dropped. */
+const ATTRIBUTE_COUNT_LIMIT = 128;
 
 /**
  * The Unix time of a gateway process's monotonic origin, split so that marks become
@@ -218,22 +219,24 @@ export interface SpanBuilderOptions {
 }
 
 export class SpanBuilder {
-  readonly #ids = new PresetIdGenerator();
-  readonly #collector = new CollectingProcessor();
-  readonly #tracer: Tracer;
+  readonly #ids = new PlannedIds();
+  readonly #random = new RandomIdGenerator();
+  /** The SDK's tracer, only when span processors want spans (an OTLP exporter, a test's exporter). */
+  readonly #tracer: Tracer | null = null;
   #origin: Origin | null = null;
 
   constructor(opts: SpanBuilderOptions = {}) {
+    if (opts.spanProcessors === undefined || opts.spanProcessors.length === 0) return;
     const provider = new BasicTracerProvider({
       // Capture is complete by design: an incoming `sampled=0` does not turn it off.
       sampler: new AlwaysOnSampler(),
       idGenerator: this.#ids,
-      spanProcessors: [this.#collector, ...(opts.spanProcessors ?? [])],
+      spanProcessors: opts.spanProcessors,
       ...(opts.resource === undefined ? {} : { resource: opts.resource }),
       // No value length limit on the span: the content attributes are bounded by the capture
       // bound already, and rows cut values themselves (ROW_ATTRIBUTE_MAX_CHARS). Room for
       // the caller's tags (bounded in number by the gateway) beside ~25 of our own.
-      spanLimits: { attributeCountLimit: 128 },
+      spanLimits: { attributeCountLimit: ATTRIBUTE_COUNT_LIMIT },
     });
     this.#tracer = provider.getTracer('sightline-gateway', opts.version ?? '0.1.0');
   }
@@ -263,14 +266,14 @@ export class SpanBuilder {
       if (s.name === 'upstream.wait' || s.name === 'upstream.stream') upstreamNs += markDiffNs(s.start, s.end);
     }
 
-    this.#collector.spans = [];
-    let parent: Context = ROOT_CONTEXT;
-    if (r.parentSpanId !== '') {
-      parent = trace.setSpanContext(ROOT_CONTEXT, { traceId: r.traceId, spanId: r.parentSpanId, traceFlags: 1, isRemote: true });
-    } else {
-      this.#ids.nextTraceId = r.traceId;
-    }
-    this.#ids.nextSpanId = r.rootSpanId;
+    // The ids the client already received (the trace id in a header, the root's span id
+    // upstream in `traceparent`); random ones only for a record without them (none from a gateway).
+    const traceId = r.traceId !== '' ? r.traceId : this.#random.generateTraceId();
+    const rootId = r.rootSpanId !== '' ? r.rootSpanId : this.#random.generateSpanId();
+    const hi = parseInt(rootId.slice(0, 8), 16);
+    const lo = parseInt(rootId.slice(8, 16), 16);
+    let child = 0;
+    const nextId = (): string => childOf(hi, lo, rootId, ++child);
     const operation = 'chat';
     const rootAttrs: Attributes = {
       'gen_ai.operation.name': operation,
@@ -311,40 +314,39 @@ export class SpanBuilder {
       }
     }
 
-    const root = this.#tracer.startSpan(`${operation} ${r.model === '' ? 'unknown' : r.model}`, { kind: SpanKind.SERVER, startTime: hr(r.t0), attributes: rootAttrs }, parent);
-    if (r.status >= 500 || r.aborted) root.setStatus({ code: SpanStatusCode.ERROR, message: r.aborted ? 'client aborted' : r.errorMessage });
-    const rootCtx = trace.setSpan(ROOT_CONTEXT, root);
+    const failure = r.aborted ? 'client aborted' : r.errorMessage;
+    const plans: SpanPlan[] = [];
     for (const s of stages) {
       const isUpstream = s.name.startsWith('upstream.');
-      const span = this.#tracer.startSpan(s.name, { kind: isUpstream ? SpanKind.CLIENT : SpanKind.INTERNAL, startTime: hr(s.start) }, rootCtx);
-      if (s.failed) span.setStatus({ code: SpanStatusCode.ERROR, message: r.aborted ? 'client aborted' : r.errorMessage });
-      span.end(hr(s.end));
+      plans.push({ name: s.name, kind: isUpstream ? SpanKind.CLIENT : SpanKind.INTERNAL, spanId: nextId(), start: hr(s.start), end: hr(s.end), attributes: null, error: s.failed ? failure : null });
     }
     // One span per upstream attempt, beside the stages: the failed ones first, then the final one.
     let n = 0;
     if (r.attempts !== null) {
       for (const a of r.attempts) {
-        const span = this.#tracer.startSpan(ATTEMPT_SPAN, { kind: SpanKind.CLIENT, startTime: hr(a.start), attributes: attemptAttrs(++n, a.provider, a.model, a.upstreamHost, a.status, a.errorType) }, rootCtx);
-        span.setStatus({ code: SpanStatusCode.ERROR, message: a.errorMessage });
-        span.end(hr(a.end));
+        plans.push({ name: ATTEMPT_SPAN, kind: SpanKind.CLIENT, spanId: nextId(), start: hr(a.start), end: hr(a.end), attributes: attemptAttrs(++n, a.provider, a.model, a.upstreamHost, a.status, a.errorType), error: a.errorMessage });
       }
     }
     const finalStart = r.tAttempt > 0 ? r.tAttempt : r.tBuilt;
     if (finalStart > 0 && r.provider !== '') {
       const end = r.tLastByte > 0 ? r.tLastByte : r.tEnd > 0 ? r.tEnd : r.tFinish;
-      const span = this.#tracer.startSpan(ATTEMPT_SPAN, { kind: SpanKind.CLIENT, startTime: hr(finalStart), attributes: attemptAttrs(++n, r.provider, r.upstreamModel, r.upstreamHost, r.upstreamStatus, r.tFirstByte === 0 ? r.errorType : '') }, rootCtx);
-      if (r.upstreamStatus >= 500 || (r.upstreamStatus === 0 && r.errorType !== '')) span.setStatus({ code: SpanStatusCode.ERROR, message: r.errorMessage });
-      span.end(hr(Math.max(end, finalStart)));
+      const failed = r.upstreamStatus >= 500 || (r.upstreamStatus === 0 && r.errorType !== '');
+      plans.push({
+        name: ATTEMPT_SPAN, kind: SpanKind.CLIENT, spanId: nextId(), start: hr(finalStart), end: hr(Math.max(end, finalStart)),
+        attributes: attemptAttrs(++n, r.provider, r.upstreamModel, r.upstreamHost, r.upstreamStatus, r.tFirstByte === 0 ? r.errorType : ''), error: failed ? r.errorMessage : null,
+      });
     }
-    root.end(hr(r.tFinish));
+    // The root last, as the SDK ends it (its rows have always come in the order spans end).
+    const root: SpanPlan = { name: `${operation} ${r.model === '' ? 'unknown' : r.model}`, kind: SpanKind.SERVER, spanId: rootId, start: hr(r.t0), end: hr(r.tFinish), attributes: rootAttrs, error: r.status >= 500 || r.aborted ? failure : null };
+    if (this.#tracer !== null) this.#startSpans(this.#tracer, traceId, r.parentSpanId, root, plans);
 
-    const spans = this.#collector.spans.map((s) => row(s, r, instance));
-    this.#collector.spans = [];
+    const spans: SpanRow[] = [];
+    for (const p of plans) spans.push(row(p, traceId, rootId, r, instance));
+    spans.push(row(root, traceId, r.parentSpanId, r, instance));
     const start = hr(r.t0);
-    const rootSpanId = root.spanContext().spanId;
     const request: RequestRow = {
-      trace_id: r.traceId,
-      span_id: rootSpanId,
+      trace_id: traceId,
+      span_id: rootId,
       instance,
       seq: String(r.seq),
       start_time: start[0],
@@ -383,6 +385,29 @@ export class SpanBuilder {
     };
     return { request, spans };
   }
+
+  /**
+   * The record's spans as the SDK's, for the span processors: started and ended with the
+   * plans' ids, times, attributes and status, the root first and ended last.
+   */
+  #startSpans(tracer: Tracer, traceId: string, parentSpanId: string, root: SpanPlan, children: readonly SpanPlan[]): void {
+    let parent: Context = ROOT_CONTEXT;
+    if (parentSpanId !== '') parent = trace.setSpanContext(ROOT_CONTEXT, { traceId, spanId: parentSpanId, traceFlags: 1, isRemote: true });
+    else this.#ids.nextTraceId = traceId;
+    this.#ids.nextSpanId = root.spanId;
+    const rootSpan = tracer.startSpan(root.name, { kind: root.kind, startTime: root.start, attributes: root.attributes ?? {} }, parent);
+    if (root.error !== null) rootSpan.setStatus({ code: SpanStatusCode.ERROR, message: root.error });
+    const ctx = trace.setSpan(ROOT_CONTEXT, rootSpan);
+    for (const p of children) {
+      this.#ids.nextSpanId = p.spanId;
+      const span = tracer.startSpan(p.name, p.attributes === null ? { kind: p.kind, startTime: p.start } : { kind: p.kind, startTime: p.start, attributes: p.attributes }, ctx);
+      if (p.error !== null) span.setStatus({ code: SpanStatusCode.ERROR, message: p.error });
+      span.end(p.end);
+    }
+    rootSpan.end(root.end);
+    this.#ids.nextTraceId = '';
+    this.#ids.nextSpanId = '';
+  }
 }
 
 /** `kind` column values, indexed by SpanKind. */
@@ -400,31 +425,47 @@ function cut(text: string, max: number): string {
   return text.slice(0, c >= 0xd800 && c <= 0xdbff ? max - 1 : max);
 }
 
-function row(s: ReadableSpan, r: WireRecord, instance: string): SpanRow {
-  const ctx = s.spanContext();
+/** Decimal nanoseconds from `start` to `end`, 0 when `end` is before it (as the SDK ends such a span). */
+function durationNs(start: HrTime, end: HrTime): string {
+  let sec = end[0] - start[0];
+  let ns = end[1] - start[1];
+  if (ns < 0) {
+    sec -= 1;
+    ns += 1e9;
+  }
+  return sec < 0 ? '0' : String(sec * 1e9 + ns);
+}
+
+function row(p: SpanPlan, traceId: string, parentSpanId: string, r: WireRecord, instance: string): SpanRow {
   const keys: string[] = [];
   const values: string[] = [];
-  const attrs = s.attributes;
-  for (const k in attrs) {
-    const v = attrs[k];
-    if (v === undefined || CONTENT_ATTRIBUTES.has(k)) continue;
-    keys.push(k);
-    const text = String(v);
-    values.push(text.length > ROW_ATTRIBUTE_MAX_CHARS ? cut(text, ROW_ATTRIBUTE_MAX_CHARS) : text);
+  const attrs = p.attributes;
+  if (attrs !== null) {
+    // As the SDK keeps them: in the order set, values that are null or undefined left out,
+    // and none past its count limit (content attributes count there, and are never in rows).
+    let kept = 0;
+    for (const k in attrs) {
+      const v = attrs[k];
+      if (v === undefined || v === null || k === '') continue;
+      if (++kept > ATTRIBUTE_COUNT_LIMIT) break;
+      if (CONTENT_ATTRIBUTES.has(k)) continue;
+      keys.push(k);
+      const text = String(v);
+      values.push(text.length > ROW_ATTRIBUTE_MAX_CHARS ? cut(text, ROW_ATTRIBUTE_MAX_CHARS) : text);
+    }
   }
-  const status: SpanStatus = s.status.code === SpanStatusCode.ERROR ? 'ERROR' : s.status.code === SpanStatusCode.OK ? 'OK' : 'UNSET';
   return {
-    trace_id: ctx.traceId,
-    span_id: ctx.spanId,
-    parent_span_id: s.parentSpanContext?.spanId ?? '',
-    name: s.name,
-    kind: KIND_NAMES[s.kind],
-    is_root: s.kind === SpanKind.SERVER ? 1 : 0,
-    start_time: s.startTime[0],
-    start_time_unix_nano: hrToNsString(s.startTime),
-    duration_ns: String(s.duration[0] * 1e9 + s.duration[1]),
-    status_code: status,
-    status_message: s.status.message ?? '',
+    trace_id: traceId,
+    span_id: p.spanId,
+    parent_span_id: parentSpanId,
+    name: p.name,
+    kind: KIND_NAMES[p.kind],
+    is_root: p.kind === SpanKind.SERVER ? 1 : 0,
+    start_time: p.start[0],
+    start_time_unix_nano: hrToNsString(p.start),
+    duration_ns: durationNs(p.start, p.end),
+    status_code: p.error === null ? 'UNSET' : 'ERROR',
+    status_message: p.error ?? '',
     model: r.model,
     provider: r.provider,
     team: r.team,

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { CONTENT_ATTRIBUTES, SpanBuilder, decodeBatch, genAiContentAttributes, prepareContent, redactJsonStrings, type Json } from '@sightline/spans';
-import { batchOf, contentOf, servedRecord, withContent } from '../../../test/support/records.js';
+import { batchOf, contentOf, refusedRecord, servedRecord, withContent } from '../../../test/support/records.js';
 import { badContentRecords, openaiSse, redactEmails } from '../../../test/support/content.js';
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
@@ -193,4 +193,68 @@ test('bad input: non-UTF-8, a 10 MiB prompt cut at the bound, 5,000 messages, a 
   const attrs = roots[byName('tool arguments that are not JSON')]!.attributes;
   assert.match(attrs['gen_ai.output.messages'] as string, /"arguments":"\{\\"city\\": Paris"/);
   assert.match(attrs['gen_ai.input.messages'] as string, /"arguments":"\{not json"/);
+});
+
+test('span rows are what the SDK exports, field by field: every kind of record, content and 130 tags included', async () => {
+  const { SpanKind, SpanStatusCode } = await import('@opentelemetry/api');
+  const exporter = new InMemorySpanExporter();
+  const builder = new SpanBuilder({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+  const plainBuilder = new SpanBuilder();
+  const retried = servedRecord({ retried: true, endUser: 'u-1', sessionId: 's-1', tags: { a: '1', b: '' } });
+  const aborted = servedRecord();
+  aborted.stream = true;
+  aborted.aborted = true;
+  aborted.partial = true;
+  aborted.tLastByte = 0;
+  aborted.tEnd = 0;
+  aborted.failedStage = 'upstream.stream';
+  const failed = servedRecord();
+  failed.status = 502;
+  failed.upstreamStatus = 503;
+  failed.errorType = 'upstream_error';
+  failed.errorMessage = 'upstream said 503';
+  const child = servedRecord();
+  child.parentSpanId = '00f067aa0ba902b7';
+  const manyTags = servedRecord({ tags: Object.fromEntries(Array.from({ length: 130 }, (_, i) => [`t${i}`, `v${i}`])) });
+  const backwards = servedRecord();
+  backwards.attempts = [{ provider: 'openai', model: 'm', upstreamHost: 'h', start: backwards.t0 + 0.5, end: backwards.t0 + 0.2, status: 0, errorType: 'timeout', errorMessage: '' }];
+  backwards.tAttempt = backwards.t0 + 0.6;
+  const withText = withContent(servedRecord({ tags: { feature: 'x' } }), contentOf({ request: '{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}', response: '{"choices":[{"message":{"role":"assistant","content":"yo"}}]}' }));
+  const records = [servedRecord(), refusedRecord(), retried, aborted, failed, child, manyTags, backwards, withText];
+  const data = enc(batchOf('gw', 3, records));
+  const d = decodeBatch(data, builder);
+  // Without processors no SDK span is made, and the rows are the same.
+  assert.deepEqual(decodeBatch(data, plainBuilder).spans, d.spans);
+  const exported = exporter.getFinishedSpans();
+  assert.equal(exported.length, d.spans.length);
+  const kinds: Record<number, string> = { [SpanKind.INTERNAL]: 'internal', [SpanKind.SERVER]: 'server', [SpanKind.CLIENT]: 'client' };
+  const rootOf = new Map(d.requests.map((q) => [q.span_id, q]));
+  for (let i = 0; i < exported.length; i++) {
+    const s = exported[i]!;
+    const row = d.spans[i]!;
+    const attrs = Object.entries(s.attributes).filter(([k]) => !CONTENT_ATTRIBUTES.has(k));
+    assert.deepEqual(
+      {
+        trace_id: row.trace_id, span_id: row.span_id, parent_span_id: row.parent_span_id, name: row.name, kind: row.kind, is_root: row.is_root,
+        start_time: row.start_time, start_time_unix_nano: row.start_time_unix_nano, duration_ns: row.duration_ns, status_code: row.status_code,
+        status_message: row.status_message, attr_keys: row.attr_keys, attr_values: row.attr_values,
+      },
+      {
+        trace_id: s.spanContext().traceId, span_id: s.spanContext().spanId, parent_span_id: s.parentSpanContext?.spanId ?? '', name: s.name, kind: kinds[s.kind],
+        is_root: s.kind === SpanKind.SERVER ? 1 : 0, start_time: s.startTime[0], start_time_unix_nano: String(BigInt(s.startTime[0]) * 1_000_000_000n + BigInt(s.startTime[1])),
+        duration_ns: String(s.duration[0] * 1e9 + s.duration[1]), status_code: s.status.code === SpanStatusCode.ERROR ? 'ERROR' : 'UNSET', status_message: s.status.message ?? '',
+        attr_keys: attrs.map(([k]) => k), attr_values: attrs.map(([, v]) => String(v)),
+      },
+      `span ${i} (${s.name})`,
+    );
+    if (row.is_root === 1) assert.ok(rootOf.has(row.span_id), 'a root row is its request');
+  }
+  // The cases are there: a root with content attributes (on the span, not in the row), one
+  // past the SDK's attribute count limit, an attempt that ends before it starts, a caller's parent.
+  const rootSpans = exported.filter((s) => s.kind === SpanKind.SERVER);
+  assert.ok(rootSpans.some((s) => Object.keys(s.attributes).some((k) => CONTENT_ATTRIBUTES.has(k))));
+  assert.ok(rootSpans.some((s) => s.droppedAttributesCount > 0));
+  assert.ok(d.spans.some((r) => r.name === 'upstream.attempt' && r.duration_ns === '0'));
+  assert.ok(d.spans.some((r) => r.parent_span_id === '00f067aa0ba902b7' && r.is_root === 1));
+  assert.ok(d.spans.some((r) => r.status_code === 'ERROR' && r.status_message === 'client aborted'));
 });
