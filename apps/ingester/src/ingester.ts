@@ -150,12 +150,12 @@ export class Ingester {
     this.#loop = this.#run();
   }
 
-  /** Stops after the batch in hand is written (or given back). */
   /** ClickHouse inserts the store sent once more at once, the connection having broken under them. */
   get insertsResent(): number {
     return this.#store.insertsResent ?? 0;
   }
 
+  /** Stops after the batch in hand is written (or given back). */
   async stop(): Promise<void> {
     this.#running = false;
     for (const wake of [...this.#sleeping]) wake();

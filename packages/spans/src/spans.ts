@@ -6,7 +6,7 @@
  * https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/); the `spans` rows are
  * made from the plans, and, for span processors (an OTLP exporter), the same plans become
  * spans of @opentelemetry/sdk-trace-base. Rows were made from the SDK's spans before: that
- * was a quarter of the ingester's CPU (issue 15), and the spans are only needed where they
+ * was a fifth of the ingester's CPU (issue 15), and the spans are only needed where they
  * are exported. The tests check that the rows and the SDK's spans agree field by field. The
  * gateway never loads this package, nor the SDK: it publishes records, not spans
  * (test/layout.test.ts checks).
