@@ -54,15 +54,20 @@ const hex8 = (n: number): string => n.toString(16).padStart(8, '0');
  * root's id, never zero.
  */
 export function childSpanId(rootSpanId: string, k: number): string {
-  return childOf(parseInt(rootSpanId.slice(0, 8), 16), parseInt(rootSpanId.slice(8, 16), 16), rootSpanId, k);
+  return childIds(rootSpanId)(k);
 }
 
-/** childSpanId with the root's two halves parsed once per record. */
-function childOf(hi: number, lo: number, rootSpanId: string, k: number): string {
-  const a = mix32(hi ^ Math.imul(k, 0x9e3779b1));
-  const b = mix32(lo ^ a ^ Math.imul(k, 0x7feb352d));
-  const id = hex8(a) + hex8(b);
-  return id === rootSpanId || id === '0000000000000000' ? childOf(hi, lo, rootSpanId, k + 0x10000) : id;
+/** childSpanId for one root, its id's two halves parsed once: the ids of its children by k. */
+function childIds(rootSpanId: string): (k: number) => string {
+  const hi = parseInt(rootSpanId.slice(0, 8), 16);
+  const lo = parseInt(rootSpanId.slice(8, 16), 16);
+  const idOf = (k: number): string => {
+    const a = mix32(hi ^ Math.imul(k, 0x9e3779b1));
+    const b = mix32(lo ^ a ^ Math.imul(k, 0x7feb352d));
+    const id = hex8(a) + hex8(b);
+    return id === rootSpanId || id === '0000000000000000' ? idOf(k + 0x10000) : id;
+  };
+  return idOf;
 }
 
 /**
@@ -270,10 +275,9 @@ export class SpanBuilder {
     // upstream in `traceparent`); random ones only for a record without them (none from a gateway).
     const traceId = r.traceId !== '' ? r.traceId : this.#random.generateTraceId();
     const rootId = r.rootSpanId !== '' ? r.rootSpanId : this.#random.generateSpanId();
-    const hi = parseInt(rootId.slice(0, 8), 16);
-    const lo = parseInt(rootId.slice(8, 16), 16);
+    const childId = childIds(rootId);
     let child = 0;
-    const nextId = (): string => childOf(hi, lo, rootId, ++child);
+    const nextId = (): string => childId(++child);
     const operation = 'chat';
     const rootAttrs: Attributes = {
       'gen_ai.operation.name': operation,
