@@ -14,11 +14,12 @@
  * Prints a JSON summary. The gateway's requests per core come from the ladder (docs/benchmarks.md).
  */
 import { readFileSync } from 'node:fs';
-import { connectNats, ensureStream, NatsPublisher } from '@sightline/bus';
+import { connectNats, ensureStream, MemoryBus, NatsPublisher } from '@sightline/bus';
+import { Capture } from '@sightline/capture';
 import { ClickHouseServerStore, migrate, sql, table } from '@sightline/store';
 import { ClickHouseServer, NatsServer, freePort, waitFor } from '../../test/support/servers.js';
 import { startApp, waitHealthy } from '../../test/support/apps.js';
-import { batchOf, servedRecord } from '../../test/support/records.js';
+import { captureConfig, servedRecord } from '../../test/support/records.js';
 
 const TICKS = 100; // USER_HZ on Linux
 function cpuSeconds(pid: number): number {
@@ -41,12 +42,21 @@ try {
   const nc = await connectNats(nats.url, 'capacity');
   await ensureStream(await nc.jetstreamManager());
   const pub = new NatsPublisher(nc);
-  // Encoded up front: the publisher's own work is the gateway's, not the pipeline's.
+  // Encoded up front by the gateway's own capture (format v3), onto an in-process bus: the
+  // publisher's work is the gateway's, not the pipeline's.
   const payloads: Uint8Array[] = [];
+  const made = new MemoryBus();
+  const capture = new Capture({ instance: 'cap', config: captureConfig({ batchMaxRequests: perBatch, queueMaxRequests: batches * perBatch, flushIntervalMs: 60_000 }), publisher: made });
   for (let b = 0; b < batches; b++) {
-    const records = Array.from({ length: perBatch }, (_, i) => servedRecord({ seq: b * perBatch + i, usage: { prompt: 40, completion: 12 } }));
-    payloads.push(new TextEncoder().encode(JSON.stringify(batchOf('cap', b, records))));
+    for (let i = 0; i < perBatch; i++) capture.record(servedRecord({ seq: b * perBatch + i, usage: { prompt: 40, completion: 12 } }));
+    await capture.flush(10_000);
+    for (const m of await made.fetch(1000, 0)) {
+      payloads.push(m.data);
+      await m.ack();
+    }
   }
+  await capture.close(1000);
+  if (payloads.length !== batches) throw new Error(`capture made ${payloads.length} batches, not ${batches}`);
   const bytes = payloads.reduce((a, p) => a + p.length, 0);
   const pids = { ingester: ing.child.pid!, clickhouse: ch.pid!, nats: nats.pid! };
   const cpu0 = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, cpuSeconds(p)]));

@@ -4,9 +4,9 @@
  * (packages/capture/src/record.ts); `batchOf` wraps records the way a gateway publishes
  * them (format v2, packages/core/src/wire.ts).
  */
-import { RequestRecord, toWire } from '@sightline/capture';
+import { RequestRecord, toWire, type ContentOptions } from '@sightline/capture';
 import type { CaptureConfig } from '@sightline/config';
-import { markToUnixNano, newSpanId, newTraceId, now, type CaptureBatchV2, type WireContent, type WireRecord } from '@sightline/core';
+import { markToUnixNano, newSpanId, newTraceId, now, wireRecordOfV3, type CaptureBatchV2, type WireContent, type WireRecord } from '@sightline/core';
 
 export interface RecordOptions {
   /** Per-instance request number. Default 7. */
@@ -121,6 +121,18 @@ export function contentOf(c: Partial<WireContent> & { request: string; response:
 /** The record as published, carrying `content` (the gateway's side of content is its own; tests set it here). */
 export function withContent(r: RequestRecord, content: WireContent | null): WireRecord {
   return { ...toWire(r), content };
+}
+
+/** A record as the gateway publishes it (v3 JSON, as bytes or text), read back into the WireRecord it stands for. */
+export function wireOf(record: Uint8Array | string): WireRecord {
+  const w = wireRecordOfV3(JSON.parse(typeof record === 'string' ? record : Buffer.from(record).toString('utf8')));
+  if (w === null) throw new Error('not a v3 record');
+  return w as WireRecord;
+}
+
+/** toWire(r, content) as a decoded record equals it: through JSON (undefined members dropped). */
+export function wireJson(r: RequestRecord, content?: ContentOptions): WireRecord {
+  return JSON.parse(JSON.stringify(toWire(r, content))) as WireRecord;
 }
 
 /**

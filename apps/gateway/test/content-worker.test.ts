@@ -5,12 +5,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MemoryBus } from '@sightline/bus';
-import { BATCH_HEAD_ROOM, Capture, answerRecordsAt, JobBatch, PagePool, RequestRecord, jobCount, preparedViews, keepContent, keepResponseChunk, toWire, type BatchCut, type ContentPreparer, type JobsMessage, type PreparedRecords } from '@sightline/capture';
-import type { CaptureBatchV2 } from '@sightline/core';
+import { BATCH_HEAD_ROOM, Capture, answerRecordsAt, JobBatch, PagePool, RequestRecord, jobCount, preparedViews, keepContent, keepResponseChunk, type BatchCut, type ContentPreparer, type JobsMessage, type PreparedRecords } from '@sightline/capture';
+import { batchRecords, type CaptureBatchV3, type WireRecord } from '@sightline/core';
 import { redactSecrets } from '@sightline/redact';
 import { ContentWorker } from '../src/content-worker.js';
 import { threadId, threadScheduling } from '../src/thread-priority.js';
-import { captureConfig, servedRecord } from '../../../test/support/records.js';
+import { captureConfig, servedRecord, wireJson, wireOf } from '../../../test/support/records.js';
 import { waitFor } from '../../../test/support/servers.js';
 
 const CUT = { maxBytes: 512 * 1024, maxRequests: 256 };
@@ -28,16 +28,16 @@ test('the worker makes exactly the records the serving thread would', async () =
   const w = new ContentWorker();
   try {
     const batch = new JobBatch(new PagePool());
-    const here: string[] = [];
+    const here: WireRecord[] = [];
     for (const kb of [1, 64, 300]) {
       const r = record(kb);
       batch.add(r, 256 * 1024);
-      here.push(JSON.stringify(toWire(r, { maxBytes: 256 * 1024, keepBase64: false, redactSecrets })));
+      here.push(wireJson(r, { maxBytes: 256 * 1024, keepBase64: false, redactSecrets }));
     }
     const there = preparedViews(await w.prepareJobs(batch.message(), 256 * 1024, false, CUT));
     assert.equal(there.length, 3);
-    assert.deepEqual(there.map((b) => Buffer.from(b!).toString('utf8')), here);
-    assert.ok(here.every((j) => !j.includes(LEAKED)));
+    assert.deepEqual(there.map((b) => wireOf(b!)), here);
+    assert.ok(there.every((b) => !Buffer.from(b!).toString('utf8').includes(LEAKED)));
   } finally {
     await w.close();
   }
@@ -50,10 +50,10 @@ test('the worker answers in a shared area, not by message; an area is reused onc
       const batch = new JobBatch(new PagePool());
       const here = records.map((r) => {
         batch.add(r, 256 * 1024);
-        return JSON.stringify(toWire(r, { maxBytes: 256 * 1024, keepBase64: false, redactSecrets }));
+        return wireJson(r, { maxBytes: 256 * 1024, keepBase64: false, redactSecrets });
       });
       const p = await w.prepareJobs(batch.message(), 256 * 1024, false, CUT);
-      assert.deepEqual(preparedViews(p).map((b) => Buffer.from(b!).toString('utf8')), here);
+      assert.deepEqual(preparedViews(p).map((b) => wireOf(b!)), here);
       return p;
     };
     // One after the other, each given back: each batch takes the area the one before gave back.
@@ -138,12 +138,12 @@ test('a capture whose worker is gone prepares the content itself: nothing is los
   const r = record(4);
   capture.record(r);
   assert.equal(await capture.close(2000), 0);
-  let batches: CaptureBatchV2[] = [];
+  let batches: CaptureBatchV3[] = [];
   await waitFor('the batch', async () => {
-    batches = (await bus.fetch(10, 10)).map((m) => JSON.parse(Buffer.from(m.data).toString('utf8')) as CaptureBatchV2);
+    batches = (await bus.fetch(10, 10)).map((m) => JSON.parse(Buffer.from(m.data).toString('utf8')) as CaptureBatchV3);
     return batches.length === 1;
   });
-  const rec = batches[0]!.records[0]!;
+  const rec = batchRecords(batches[0]!)[0]!;
   assert.ok(rec.content !== null && rec.content.request.includes('[SECRET:openai]'));
   assert.ok(!JSON.stringify(batches).includes(LEAKED));
 });
@@ -159,10 +159,11 @@ function streamed(i: number): RequestRecord {
   return r;
 }
 
-async function published(bus: MemoryBus, requests: number): Promise<CaptureBatchV2[]> {
-  const batches: CaptureBatchV2[] = [];
+/** The batches published, their records read back as WireRecords. */
+async function published(bus: MemoryBus, requests: number): Promise<{ records: WireRecord[] }[]> {
+  const batches: { records: WireRecord[] }[] = [];
   await waitFor(`${requests} requests published`, async () => {
-    for (const m of await bus.fetch(10, 10)) batches.push(JSON.parse(Buffer.from(m.data).toString('utf8')) as CaptureBatchV2);
+    for (const m of await bus.fetch(10, 10)) batches.push({ records: batchRecords(JSON.parse(Buffer.from(m.data).toString('utf8')) as CaptureBatchV3) });
     return batches.reduce((n, b) => n + b.records.length, 0) >= requests;
   });
   return batches;
@@ -446,9 +447,9 @@ test('an answer larger than a batch is published as several batches, each where 
     const buffers = new Set(msgs.map((m) => m.data.buffer));
     assert.equal(buffers.size, 1);
     assert.ok(msgs.every((m) => m.data.length < m.data.buffer.byteLength));
-    const recs = msgs.flatMap((m) => (JSON.parse(Buffer.from(m.data).toString('utf8')) as CaptureBatchV2).records);
+    const recs = msgs.flatMap((m) => batchRecords(JSON.parse(Buffer.from(m.data).toString('utf8')) as CaptureBatchV3));
     assert.deepEqual(recs.map((r) => [r.seq, r.outputTokens]), [...Array(16).keys()].map((i) => [100 + i, 20 + i]));
-    assert.ok(msgs.every((m) => (JSON.parse(Buffer.from(m.data).toString('utf8')) as CaptureBatchV2).records.length <= 3));
+    assert.ok(msgs.every((m) => (JSON.parse(Buffer.from(m.data).toString('utf8')) as CaptureBatchV3).records.length <= 3));
   } finally {
     await w.close();
   }

@@ -180,7 +180,7 @@ export class Capture implements CaptureSink {
    */
   #serialise(rec: RequestRecord): Buffer {
     const content = this.#content;
-    // The same bytes as JSON.stringify(toWire(rec, content)), written part by part
+    // The v3 record standing for toWire(rec, content) (core wire.ts), written part by part
     // (contentJsonParts: a one-byte prompt is not widened beside a two-byte answer).
     const head = `${wireHead(rec)},${usageMembers(recordUsage(rec))},"content":`;
     if (content !== undefined) {

@@ -1,15 +1,15 @@
 /**
  * What the serving thread hands off about a finished request (issue 15): its fields — numbers
  * as numbers, strings as one JSON array — and copies of the bytes the rest is made from: the
- * kept response for the usage, the request and answer for the content. The record's JSON head
- * (wireHead), reading the usage from a stream (~20–120 µs for a few KiB of SSE here) and
+ * kept response for the usage, the request and answer for the content. The record's v3 head
+ * (wire.ts headOfParts), reading the usage from a stream (~20–120 µs for a few KiB of SSE here) and
  * preparing content are done from these, in a worker thread when there is one (apps/gateway
  * content-worker.ts), for all the records of a batch in one flat message (JobBatch).
  */
-import type { AttemptInfo, Dialect, StageName } from '@sightline/core';
+import { RECORD_V3_NUMBER_BYTES } from '@sightline/core';
 import type { RequestRecord } from './record.js';
 import { contentFrom, contentJsonParts, type BatchCut, type ContentInput, type JobsMessage, type PreparedRecords, type PreparedTail, type RecordJob, type SecretRedactor } from './content.js';
-import { usageMembers, usageOfKept, wireHead, type HeadSource } from './wire.js';
+import { headFlags, headNumbers, headOfParts, headStrings, usageMembers, usageOfKept } from './wire.js';
 
 /** Under NATS's default max_payload with room for the rest of the record (capture.ts MAX_RECORD_BYTES). */
 const MAX_CONTENT_BYTES = 900 * 1024;
@@ -22,7 +22,8 @@ const FREE_PAGES = 16;
 /**
  * Numbers per job in `JobsMessage.meta` (content.ts): flags; (page, offset, length) of the kept
  * response, the request body and the answer; the answer's kept and total bytes; then the
- * record's numbers from M_SEQ (JobBatch.add writes them, headOf reads them, in one order).
+ * record's 23 numbers from M_SEQ, in the order of a v3 record (wire.ts headNumbers), so that
+ * jobsOf puts their bytes into the head as they are.
  */
 const META = 35;
 const M_SEQ = 12;
@@ -31,14 +32,12 @@ const F_STREAM = 2;
 const F_PARTIAL = 4;
 const F_CONTENT = 8;
 const F_REDACTED = 16;
-// The record's own flags (its head), apart from F_STREAM and F_PARTIAL, which say how to read
-// the kept response and are set only when it is to be read.
-const H_CACHE_HIT = 32;
-const H_NEW_CONNECTION = 64;
-const H_PARTIAL = 128;
-const H_STREAM = 256;
-const H_ABORTED = 512;
-/** Bytes of a head beyond its strings' JSON: its keys, numbers and flags (about 900 at most). */
+// The record's own flags (its head: wire.ts headFlags, five bits from H_SHIFT), apart from
+// F_STREAM and F_PARTIAL, which say how to read the kept response and are set only when it
+// is to be read.
+const H_SHIFT = 5;
+const H_FLAGS = 31 << H_SHIFT;
+/** Bytes of a head beyond its strings' JSON: its keys, numbers and flags (about 270), with room to spare. */
 const HEAD_OWN_BYTES = 1024;
 
 /** Shared pages kept between batches, so a batch normally allocates nothing. */
@@ -59,7 +58,7 @@ export class PagePool {
  * decoding or parsing here).
  */
 export class JobBatch {
-  /** Per record, its strings as one JSON array (headOf). */
+  /** Per record, its strings as one JSON array (wire.ts headStrings). */
   readonly #strings: string[] = [];
   readonly #usage: string[] = [];
   #meta = new Float64Array(META * 16);
@@ -126,14 +125,9 @@ export class JobBatch {
 
   /** Adds a finished record; `maxOut`: answer bytes kept (the content bound). */
   add(rec: RequestRecord, maxOut: number): void {
-    // The head's strings, in headOf's order. Its numbers go in meta below: JSON.stringify of the
-    // whole head (wireHead) cost ~4 µs warm here, mostly writing its 19 fractional marks as text;
-    // this costs ~1 µs, and the head is made in the content thread.
-    const strings = JSON.stringify([
-      rec.traceId, rec.parentSpanId, rec.rootSpanId, rec.failedStage, rec.attempts, rec.method, rec.route, rec.dialect, rec.model,
-      rec.upstreamModel, rec.provider, rec.upstreamHost, rec.team, rec.keyId, rec.errorType, rec.errorMessage, rec.endUser,
-      rec.sessionId, rec.tagKeys, rec.tagValues,
-    ]);
+    // The head's strings as the v3 record carries them (wire.ts headStrings); its numbers go in
+    // meta below, in the record's order, and travel as their bytes (jobsOf).
+    const strings = headStrings(rec);
     const k = this.#strings.length;
     if ((k + 1) * META > this.#meta.length) {
       const grown = new Float64Array(this.#meta.length * 2);
@@ -143,31 +137,8 @@ export class JobBatch {
     const meta = this.#meta;
     const m = k * META;
     meta.fill(-1, m + 1, m + M_SEQ);
-    const n = m + M_SEQ;
-    meta[n] = rec.seq;
-    meta[n + 1] = rec.t0;
-    meta[n + 2] = rec.tBody;
-    meta[n + 3] = rec.tParsed;
-    meta[n + 4] = rec.tAuth;
-    meta[n + 5] = rec.tLimits;
-    meta[n + 6] = rec.tCache;
-    meta[n + 7] = rec.tBudget;
-    meta[n + 8] = rec.tRouted;
-    meta[n + 9] = rec.tBuilt;
-    meta[n + 10] = rec.tAttempt;
-    meta[n + 11] = rec.tConnected;
-    meta[n + 12] = rec.tSent;
-    meta[n + 13] = rec.tFirstByte;
-    meta[n + 14] = rec.tFirstToken;
-    meta[n + 15] = rec.tLastByte;
-    meta[n + 16] = rec.tEnd;
-    meta[n + 17] = rec.tFirstWrite;
-    meta[n + 18] = rec.tFinish;
-    meta[n + 19] = rec.status;
-    meta[n + 20] = rec.upstreamStatus;
-    meta[n + 21] = rec.requestBytes;
-    meta[n + 22] = rec.responseBytes;
-    let flags = (rec.cacheHit ? H_CACHE_HIT : 0) | (rec.newConnection ? H_NEW_CONNECTION : 0) | (rec.partial ? H_PARTIAL : 0) | (rec.stream ? H_STREAM : 0) | (rec.aborted ? H_ABORTED : 0);
+    headNumbers(rec, meta, m + M_SEQ);
+    let flags = headFlags(rec) << H_SHIFT;
     let usage = '';
     if (rec.usage !== null) {
       usage = usageMembers(rec.usage);
@@ -231,23 +202,6 @@ function sameParts(out: readonly (Buffer | string)[], response: readonly Buffer[
  */
 function jobEstimate(headBytes: number, contentBytes: number): number {
   return headBytes + 1024 + 1.5 * contentBytes;
-}
-
-/** A record's head fields from a message: its numbers at meta[m…] and its strings' JSON array (JobBatch.add). */
-function headOf(meta: Float64Array, m: number, strings: string): HeadSource {
-  const s = JSON.parse(strings) as [string, string, string, StageName | null, AttemptInfo[] | null, string, string, Dialect, string, string, string, string, string, string, string, string, string, string, string[] | null, string[] | null];
-  const f = meta[m]!;
-  const n = m + M_SEQ;
-  return {
-    seq: meta[n]!, t0: meta[n + 1]!, tBody: meta[n + 2]!, tParsed: meta[n + 3]!, tAuth: meta[n + 4]!, tLimits: meta[n + 5]!, tCache: meta[n + 6]!,
-    tBudget: meta[n + 7]!, tRouted: meta[n + 8]!, tBuilt: meta[n + 9]!, tAttempt: meta[n + 10]!, tConnected: meta[n + 11]!, tSent: meta[n + 12]!,
-    tFirstByte: meta[n + 13]!, tFirstToken: meta[n + 14]!, tLastByte: meta[n + 15]!, tEnd: meta[n + 16]!, tFirstWrite: meta[n + 17]!,
-    tFinish: meta[n + 18]!, status: meta[n + 19]!, upstreamStatus: meta[n + 20]!, requestBytes: meta[n + 21]!, responseBytes: meta[n + 22]!,
-    cacheHit: (f & H_CACHE_HIT) !== 0, newConnection: (f & H_NEW_CONNECTION) !== 0, partial: (f & H_PARTIAL) !== 0, stream: (f & H_STREAM) !== 0, aborted: (f & H_ABORTED) !== 0,
-    traceId: s[0], parentSpanId: s[1], rootSpanId: s[2], failedStage: s[3], attempts: s[4], method: s[5], route: s[6], dialect: s[7], model: s[8],
-    upstreamModel: s[9], provider: s[10], upstreamHost: s[11], team: s[12], keyId: s[13], errorType: s[14], errorMessage: s[15], endUser: s[16],
-    sessionId: s[17], tagKeys: s[18], tagValues: s[19],
-  };
 }
 
 /**
@@ -319,8 +273,9 @@ export function jobsOf(m: JobsMessage): { heads: string[]; jobs: RecordJob[] } {
   const jobs: RecordJob[] = [];
   for (let k = 0; k < strings.length; k++) {
     const i = k * META;
-    heads.push(wireHead(headOf(meta, i, strings[k]!)));
     const flags = meta[i]!;
+    // The v3 head as it travels: the strings' JSON as JobBatch made it, the numbers' bytes.
+    heads.push(headOfParts(strings[k]!, new Uint8Array(meta.buffer, meta.byteOffset + (i + M_SEQ) * 8, RECORD_V3_NUMBER_BYTES), (flags & H_FLAGS) >> H_SHIFT));
     const read = (flags & F_USAGE_READ) !== 0;
     let content: ContentInput | null = null;
     if ((flags & F_CONTENT) !== 0) {
@@ -363,7 +318,7 @@ export function recordParts(head: string, tail: PreparedTail): string[] {
   return [`${head},${tail.usageJson},"content":`, ...tail.contentParts, '}'];
 }
 
-/** The record's JSON from its head and its prepared tail: the same as JSON.stringify(toWire(…)). */
+/** The record's v3 JSON from its head and its prepared tail (it stands for toWire(…): core wire.ts wireRecordOfV3). */
 export function recordJson(head: string, tail: PreparedTail): string {
   return recordParts(head, tail).join('');
 }

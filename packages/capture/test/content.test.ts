@@ -1,9 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BATCH_HEAD_ROOM, BatchCutter, Capture, JobBatch, PagePool, RequestRecord, preparedViews, contentJsonParts, contentOf, jobCount, jobsOf, keepContent, keepResponseChunk, placeholderBase64, prepareJob, recordJson, recordsBytes, toWire, NO_USAGE, type ContentOptions } from '@sightline/capture';
+import { BATCH_HEAD_ROOM, BatchCutter, Capture, JobBatch, PagePool, RequestRecord, preparedViews, contentJsonParts, contentOf, jobCount, jobsOf, keepContent, keepResponseChunk, placeholderBase64, prepareJob, recordJson, recordsBytes, recordUsage, usageMembers, wireHead, NO_USAGE, type ContentOptions } from '@sightline/capture';
 import { MemoryBus } from '@sightline/bus';
-import type { CaptureBatchV2 } from '@sightline/core';
-import { captureConfig, servedRecord } from '../../../test/support/records.js';
+import { batchRecords, type CaptureBatchV3, type WireRecord } from '@sightline/core';
+import { captureConfig, servedRecord, wireJson, wireOf } from '../../../test/support/records.js';
 
 const noRedact: ContentOptions['redactSecrets'] = (text) => ({ text, counts: {} });
 const opts = (maxBytes = 1000): ContentOptions => ({ maxBytes, keepBase64: false, redactSecrets: noRedact });
@@ -69,7 +69,7 @@ test('secrets are replaced on both sides, with their counts', () => {
   assert.deepEqual(c.redactions, { secret: 2 });
 });
 
-test('records made from a flat batch of jobs (issue 15) are exactly the records toWire makes', () => {
+test('records made from a flat batch of jobs (issue 15) read back as the records toWire makes, byte for byte as the serving thread makes them', () => {
   // A redactor that changes the text, so a content made without it would differ.
   const redactSecrets: ContentOptions['redactSecrets'] = (text) => {
     const counts: Record<string, number> = {};
@@ -110,7 +110,8 @@ test('records made from a flat batch of jobs (issue 15) are exactly the records 
   ];
   const pool = new PagePool();
   const batch = new JobBatch(pool);
-  const expected: string[] = [];
+  const expected: WireRecord[] = [];
+  const here: string[] = [];
   for (const [name, fill] of cases) {
     const r = servedRecord({ seq: expected.length, endUser: 'u"1\n2', tags: { env: 'prod' } });
     r.contentPolicy = 'full';
@@ -119,7 +120,9 @@ test('records made from a flat batch of jobs (issue 15) are exactly the records 
     fill(r);
     // The job first: it copies and leaves the record as it was (toWire keeps the usage it reads on the record).
     batch.add(r, o.maxBytes);
-    expected.push(JSON.stringify(toWire(r, o)));
+    expected.push(wireJson(r, o));
+    // The record as the serving thread makes it without a content thread (capture.ts #serialise).
+    here.push(`${wireHead(r)},${usageMembers(recordUsage(r))},"content":${JSON.stringify(contentOf(r, o))}}`);
   }
   assert.equal(batch.length, cases.length);
   // Every byte the jobs need was copied into the pages, the 200 KiB request among them.
@@ -130,8 +133,8 @@ test('records made from a flat batch of jobs (issue 15) are exactly the records 
   const { heads, jobs } = jobsOf(message);
   for (let i = 0; i < cases.length; i++) {
     const got = recordJson(heads[i]!, prepareJob(jobs[i]!, o.maxBytes, false, redactSecrets));
-    assert.equal(got, expected[i], cases[i]![0]);
-    assert.deepEqual(JSON.parse(got), JSON.parse(expected[i]!), cases[i]![0]);
+    assert.deepEqual(wireOf(got), expected[i], cases[i]![0]);
+    assert.equal(got, here[i], `${cases[i]![0]}: the same bytes as made on the serving thread`);
   }
   // The 200 KiB request had a buffer of its own; the rest fit one page, which is reused once released.
   assert.deepEqual(message.pages.map((p) => p.byteLength).sort((a, b) => a - b), [big.length, 256 * 1024]);
@@ -165,17 +168,17 @@ test('an answer relayed as it came is copied once for the usage and the content;
     batch.add(r, 1024);
     assert.equal(batch.bytes, request.length + response * (translated ? 2 : 1), translated ? 'the answer copied apart' : 'one copy for both');
     const { heads, jobs } = jobsOf(structuredClone(batch.message()));
-    const got = JSON.parse(recordJson(heads[0]!, prepareJob(jobs[0]!, 1024, false, noRedact))) as Record<string, unknown>;
-    assert.deepEqual(got, JSON.parse(JSON.stringify(toWire(r, opts(1024)))));
+    const got = wireOf(recordJson(heads[0]!, prepareJob(jobs[0]!, 1024, false, noRedact)));
+    assert.deepEqual(got, wireJson(r, opts(1024)));
     assert.equal(got.outputTokens, 1);
     assert.match(JSON.stringify(got.content), /hello/);
   }
 });
 
-test('a batch of records made whole as bytes (the worker thread\'s answer): each is the UTF-8 of its toWire JSON in one buffer, with room for a batch header before them and `, ` after each; a job that fails is null and the others are intact', () => {
+test('a batch of records made whole as bytes (the worker thread\'s answer): each is the UTF-8 of its v3 record (toWire\'s record) in one buffer, with room for a batch header before them and `, ` after each; a job that fails is null and the others are intact', () => {
   const o: ContentOptions = { maxBytes: 256 * 1024, keepBase64: false, redactSecrets: (text) => ({ text, counts: {} }) };
   const batch = new JobBatch(new PagePool());
-  const expected: (string | null)[] = [];
+  const expected: (WireRecord | null)[] = [];
   for (let i = 0; i < 3; i++) {
     const r = servedRecord({ seq: i, endUser: `usér ${i}` });
     r.contentPolicy = 'full';
@@ -183,7 +186,7 @@ test('a batch of records made whole as bytes (the worker thread\'s answer): each
     keepContent(r, `réponse ${i}`, o.maxBytes);
     keepResponseChunk(r, Buffer.from(`{"usage":{"prompt_tokens":${i + 1},"completion_tokens":2}}`));
     batch.add(r, o.maxBytes);
-    expected.push(JSON.stringify(toWire(r, o)));
+    expected.push(wireJson(r, o));
   }
   const message = structuredClone(batch.message());
   const { heads, jobs } = jobsOf(message);
@@ -201,8 +204,8 @@ test('a batch of records made whole as bytes (the worker thread\'s answer): each
   for (const i of [0, 2]) {
     const rec = records[i]!;
     assert.equal(rec.buffer, buffer);
-    assert.equal(Buffer.from(rec).toString('utf8'), expected[i]);
-    assert.equal(rec.length, Buffer.byteLength(expected[i]!));
+    assert.deepEqual(wireOf(rec), expected[i]);
+    assert.equal(rec.length, Buffer.byteLength(recordJson(heads[i]!, prepareJob(jobs[i]!, o.maxBytes, false, o.redactSecrets))));
   }
   // The buffer holds the records and may run on past them (it is sized ahead, job.ts).
   assert.ok(buffer.byteLength >= BATCH_HEAD_ROOM + records[0]!.length + records[2]!.length + 4);
@@ -263,7 +266,7 @@ test('content JSON in parts is JSON.stringify of the content when joined: a two-
   assert.deepEqual(contentJsonParts(null), ['null']);
 });
 
-test('a capture without a content thread publishes each record as its toWire JSON; content escaped past the record bound is cut harder', async () => {
+test('a capture without a content thread publishes each record as its v3 record (toWire\'s record); content escaped past the record bound is cut harder', async () => {
   const bus = new MemoryBus();
   const o: ContentOptions = { maxBytes: 256 * 1024, keepBase64: false, redactSecrets: redactKeys };
   const capture = new Capture({ instance: 'gw-parts', config: captureConfig({ flushIntervalMs: 60_000, batchMaxRequests: 3 }), publisher: bus, content: o });
@@ -281,12 +284,14 @@ test('a capture without a content thread publishes each record as its toWire JSO
   const none = servedRecord({ seq: 2 });
   for (const r of [plain, escaped, none]) {
     capture.record(r);
-    expected.push(JSON.parse(JSON.stringify(toWire(r, r === escaped ? { ...o, maxBytes: o.maxBytes / 4 } : r === none ? undefined : o))));
+    expected.push(wireJson(r, r === escaped ? { ...o, maxBytes: o.maxBytes / 4 } : r === none ? undefined : o));
   }
   assert.equal(await capture.close(5000), 0);
   const [m] = await bus.fetch(1, 100);
-  const batch = JSON.parse(Buffer.from(m!.data).toString('utf8')) as CaptureBatchV2;
-  assert.deepEqual(batch.records, expected);
-  assert.equal(batch.records[1]!.content!.request.length, 64 * 1024);
-  assert.equal(batch.records[1]!.content!.requestTruncated, true);
+  const batch = JSON.parse(Buffer.from(m!.data).toString('utf8')) as CaptureBatchV3;
+  assert.equal(batch.v, 3);
+  const records = batchRecords(batch);
+  assert.deepEqual(records, expected);
+  assert.equal(records[1]!.content!.request.length, 64 * 1024);
+  assert.equal(records[1]!.content!.requestTruncated, true);
 });

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { Capture, RequestRecord, Spool } from '@sightline/capture';
 import { MemoryBus, type BusPublisher } from '@sightline/bus';
 import type { CaptureConfig } from '@sightline/config';
+import { batchRecords, type CaptureBatchV3 } from '@sightline/core';
 import { waitFor } from '../../../test/support/servers.js';
 import { captureConfig, refusedRecord } from '../../../test/support/records.js';
 
@@ -32,8 +33,7 @@ async function seqsOn(bus: MemoryBus): Promise<{ seqs: number[]; ids: string[] }
   const ids: string[] = [];
   for (const m of await bus.fetch(1000, 50)) {
     ids.push(m.msgId);
-    const b = JSON.parse(Buffer.from(m.data).toString()) as { records: { seq: number }[] };
-    for (const r of b.records) seqs.push(r.seq);
+    for (const r of batchRecords(JSON.parse(Buffer.from(m.data).toString()) as CaptureBatchV3)) seqs.push(r.seq);
     await m.ack();
   }
   return { seqs, ids };

@@ -11,9 +11,18 @@
  * ~6 KB per request on the core that serves requests (docs/benchmarks.md); the ingester
  * is off the request path and scales out on the durable consumer.
  *
- * Message format v2 (one bus message, JSON):
- *   {"v":2,"instance":…,"batch":"17","requests_count":N,"published_at_unix_nano":"…",
- *    "origin_unix_nano":"…","records":[WireRecord, …]}
+ * Message format v3 (one bus message, JSON), written since 3 December 2026:
+ *   {"v":3,"instance":…,"batch":"17","requests_count":N,"published_at_unix_nano":"…",
+ *    "origin_unix_nano":"…","records":[RecordV3, …]}
+ * A RecordV3 carries a WireRecord's fields by position rather than by name (RECORD_V3 below):
+ * its strings as one JSON array, its 23 numbers (the marks among them) as the base64 of their
+ * IEEE 754 doubles, its five flags as one integer, then the usage and the content as in v2.
+ * Writing 19 fractional marks as decimal text was a third of a record's cost in the gateway
+ * (issue 15); the doubles travel bit for bit instead. `wireRecordOfV3` reads one back into a
+ * WireRecord.
+ *
+ * Format v2, still read (gateways of earlier versions, their disk spools): the same envelope
+ * with `"v":2` and `"records":[WireRecord, …]`, each field by name.
  * `origin_unix_nano` is the Unix time of the gateway process's monotonic origin: a mark m
  * (milliseconds) is at origin + round(m·10⁶) ns. v1 messages (prebuilt rows, rows.ts
  * CaptureBatchV1, written by earlier versions and possibly still in a gateway's disk
@@ -156,4 +165,121 @@ export interface CaptureBatchV2 {
   published_at_unix_nano: string;
   origin_unix_nano: string;
   records: WireRecord[];
+}
+
+/** A bus message of format v3, parsed: its records are RecordV3 (read them with wireRecordOfV3). */
+export interface CaptureBatchV3 {
+  v: 3;
+  instance: string;
+  batch: string;
+  requests_count: number;
+  published_at_unix_nano: string;
+  origin_unix_nano: string;
+  records: unknown[];
+}
+
+/**
+ * The positions of a v3 record (format v3 above):
+ *   {"s":[…strings…],"n":"<base64 of 23 little-endian doubles>","f":<flags>,
+ *    "responseModel":…,"inputTokens":…,"outputTokens":…,"cacheReadTokens":…,
+ *    "cacheWriteTokens":…,"usageFound":…,"content":…}
+ * `s` holds the fields of `strings` in order (failedStage may be null, attempts null or a list,
+ * tagKeys and tagValues null or lists of strings), `n` those of `numbers`, and `f` has bit i set
+ * when the field `flags[i]` is true.
+ */
+export const RECORD_V3 = {
+  strings: [
+    'traceId', 'parentSpanId', 'rootSpanId', 'failedStage', 'attempts', 'method', 'route', 'dialect', 'model', 'upstreamModel', 'provider',
+    'upstreamHost', 'team', 'keyId', 'errorType', 'errorMessage', 'endUser', 'sessionId', 'tagKeys', 'tagValues',
+  ],
+  numbers: [
+    'seq', 't0', 'tBody', 'tParsed', 'tAuth', 'tLimits', 'tCache', 'tBudget', 'tRouted', 'tBuilt', 'tAttempt', 'tConnected', 'tSent', 'tFirstByte',
+    'tFirstToken', 'tLastByte', 'tEnd', 'tFirstWrite', 'tFinish', 'status', 'upstreamStatus', 'requestBytes', 'responseBytes',
+  ],
+  flags: ['cacheHit', 'newConnection', 'partial', 'stream', 'aborted'],
+} as const;
+
+/** Bytes of a v3 record's numbers before base64: 23 doubles. */
+export const RECORD_V3_NUMBER_BYTES = RECORD_V3.numbers.length * 8;
+
+/**
+ * A v3 record (parsed JSON) as the v2 WireRecord it stands for: the same fields by name, the
+ * usage and content members as they came. Null when it does not have a v3 record's shape (an
+ * `s` list of 20, `n` the base64 of 184 bytes, an integer `f`); the types of the fields it
+ * gives are for the caller to check (spans/decode.ts checkWireRecord).
+ */
+export function wireRecordOfV3(x: unknown): unknown {
+  if (typeof x !== 'object' || x === null || Array.isArray(x)) return null;
+  const r = x as { s?: unknown; n?: unknown; f?: unknown } & Record<string, unknown>;
+  const s = r.s;
+  const n = r.n;
+  const f = r.f;
+  if (!Array.isArray(s) || s.length !== RECORD_V3.strings.length || typeof n !== 'string' || typeof f !== 'number' || !Number.isInteger(f)) return null;
+  const b = Buffer.from(n, 'base64');
+  if (b.length !== RECORD_V3_NUMBER_BYTES) return null;
+  // One object literal in toWire's order, not fields added one by one: a record of 50 fields
+  // built key by key is slower to build and to read (the span builder reads every field).
+  return {
+    seq: b.readDoubleLE(0),
+    traceId: s[0],
+    parentSpanId: s[1],
+    rootSpanId: s[2],
+    t0: b.readDoubleLE(8),
+    tBody: b.readDoubleLE(16),
+    tParsed: b.readDoubleLE(24),
+    tAuth: b.readDoubleLE(32),
+    tLimits: b.readDoubleLE(40),
+    tCache: b.readDoubleLE(48),
+    tBudget: b.readDoubleLE(56),
+    cacheHit: (f & 1) !== 0,
+    tRouted: b.readDoubleLE(64),
+    tBuilt: b.readDoubleLE(72),
+    tAttempt: b.readDoubleLE(80),
+    tConnected: b.readDoubleLE(88),
+    tSent: b.readDoubleLE(96),
+    tFirstByte: b.readDoubleLE(104),
+    tFirstToken: b.readDoubleLE(112),
+    tLastByte: b.readDoubleLE(120),
+    tEnd: b.readDoubleLE(128),
+    tFirstWrite: b.readDoubleLE(136),
+    tFinish: b.readDoubleLE(144),
+    newConnection: (f & 2) !== 0,
+    failedStage: s[3],
+    attempts: s[4],
+    partial: (f & 4) !== 0,
+    method: s[5],
+    route: s[6],
+    dialect: s[7],
+    model: s[8],
+    upstreamModel: s[9],
+    provider: s[10],
+    upstreamHost: s[11],
+    team: s[12],
+    keyId: s[13],
+    stream: (f & 8) !== 0,
+    status: b.readDoubleLE(152),
+    upstreamStatus: b.readDoubleLE(160),
+    errorType: s[14],
+    errorMessage: s[15],
+    aborted: (f & 16) !== 0,
+    requestBytes: b.readDoubleLE(168),
+    responseBytes: b.readDoubleLE(176),
+    endUser: s[16],
+    sessionId: s[17],
+    // As v2 writes them: no tags is [] (the gateway holds null for none).
+    tagKeys: s[18] ?? [],
+    tagValues: s[19] ?? [],
+    responseModel: r.responseModel,
+    inputTokens: r.inputTokens,
+    outputTokens: r.outputTokens,
+    cacheReadTokens: r.cacheReadTokens,
+    cacheWriteTokens: r.cacheWriteTokens,
+    usageFound: r.usageFound,
+    content: r.content,
+  };
+}
+
+/** The records of a parsed v2 or v3 batch, as WireRecords (v3 read with wireRecordOfV3; not checked). */
+export function batchRecords(b: CaptureBatchV2 | CaptureBatchV3): WireRecord[] {
+  return b.v === 3 ? (b.records.map(wireRecordOfV3) as WireRecord[]) : b.records;
 }

@@ -1,18 +1,18 @@
 /**
- * Reading capture messages (@sightline/core wire.ts) in the ingester: checks each v2
- * record's shape, builds its request row and spans (spans.ts), and passes v1 messages'
+ * Reading capture messages (@sightline/core wire.ts) in the ingester: checks each v3 or v2
+ * record's shape (a v3 record read into the WireRecord it stands for), builds its request row and spans (spans.ts), and passes v1 messages'
  * prebuilt rows through. Anything that is not a well-formed batch is a BadBatchError,
  * which the ingester dead-letters.
  */
 import type { CaptureBatchV1, RequestRow, SpanRow, WireContent, WireRecord } from '@sightline/core';
-import { STAGES } from '@sightline/core';
+import { STAGES, wireRecordOfV3 } from '@sightline/core';
 import { BadBatchError } from './errors.js';
 import type { SpanBuilder } from './spans.js';
 import { hasLoneSurrogate, prepareContent, wellFormed, type ContentRow, type PreparedContent, type RedactText } from './content.js';
 
 /** A bus message read back: its rows, ready for ClickHouse. */
 export interface DecodedBatch {
-  v: 1 | 2;
+  v: 1 | 2 | 3;
   instance: string;
   batch: string;
   published_at_unix_nano: string;
@@ -106,7 +106,7 @@ export function checkWireRecord(x: unknown, i: number): WireRecord {
 const DECIMAL = /^\d{1,20}$/;
 
 /**
- * Reads a bus message (v1 or v2) into rows; for v2, builds each record's request row and
+ * Reads a bus message (v1, v2 or v3) into rows; for v2 and v3, builds each record's request row and
  * spans with `builder`. Throws BadBatchError for anything that is not a well-formed batch.
  */
 export function decodeBatch(data: Uint8Array, builder: SpanBuilder, opts: DecodeOptions = {}): DecodedBatch {
@@ -126,9 +126,10 @@ export function decodeBatch(data: Uint8Array, builder: SpanBuilder, opts: Decode
     if (!Array.isArray(v1.requests) || !Array.isArray(v1.spans)) throw new BadBatchError('a v1 batch needs requests and spans arrays');
     return { v: 1, instance: v1.instance, batch: v1.batch, published_at_unix_nano: published, requests: v1.requests, spans: v1.spans, content: [], contentWithheld: 0 };
   }
-  if (b.v !== 2) throw new BadBatchError(`unknown capture batch version ${JSON.stringify(b.v)}`);
+  if (b.v !== 2 && b.v !== 3) throw new BadBatchError(`unknown capture batch version ${JSON.stringify(b.v)}`);
+  const v3 = b.v === 3;
   if (typeof b.origin_unix_nano !== 'string' || !DECIMAL.test(b.origin_unix_nano)) throw new BadBatchError('origin_unix_nano must be a decimal string');
-  if (!Array.isArray(b.records)) throw new BadBatchError('a v2 batch needs a records array');
+  if (!Array.isArray(b.records)) throw new BadBatchError(`a v${b.v} batch needs a records array`);
   const origin = BigInt(b.origin_unix_nano);
   const requests: RequestRow[] = [];
   const spans: SpanRow[] = [];
@@ -136,7 +137,9 @@ export function decodeBatch(data: Uint8Array, builder: SpanBuilder, opts: Decode
   let contentWithheld = 0;
   const records = b.records as unknown[];
   for (let i = 0; i < records.length; i++) {
-    let w = checkWireRecord(records[i], i);
+    const x = v3 ? wireRecordOfV3(records[i]) : records[i];
+    if (x === null && v3) throw new BadBatchError(`record ${i}: not a v3 record (an s list of 20 strings, n the base64 of 23 doubles, an integer f)`);
+    let w = checkWireRecord(x, i);
     // Attribution comes from the client's body and headers: a lone surrogate there (a JSON
     // `\ud800` escape) would make ClickHouse refuse the whole batch.
     if (hasLoneSurrogate(w.endUser) || hasLoneSurrogate(w.sessionId) || w.tagValues.some(hasLoneSurrogate) || w.tagKeys.some(hasLoneSurrogate)) {
@@ -163,7 +166,7 @@ export function decodeBatch(data: Uint8Array, builder: SpanBuilder, opts: Decode
     for (const s of built.spans) spans.push(s);
     if (c !== null && prepared !== null) content.push(contentRow(w, c, prepared, built.request));
   }
-  return { v: 2, instance: b.instance, batch: b.batch, published_at_unix_nano: published, requests, spans, content, contentWithheld };
+  return { v: v3 ? 3 : 2, instance: b.instance, batch: b.batch, published_at_unix_nano: published, requests, spans, content, contentWithheld };
 }
 
 /** The record with personal data replaced in its end user, session and tag values (all of them, when there is no redactor). */

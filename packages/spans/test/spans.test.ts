@@ -1,11 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RequestRecord, Capture } from '@sightline/capture';
+import { RequestRecord, Capture, toWire } from '@sightline/capture';
 import { SpanBuilder, stageIntervals, decodeBatch, BadBatchError } from '@sightline/spans';
 import { MemoryBus } from '@sightline/bus';
 import { STAGES, ATTEMPT_SPAN } from '@sightline/core';
 import type { CaptureConfig } from '@sightline/config';
-import { batchOf, captureConfig, servedRecord } from '../../../test/support/records.js';
+import { batchOf, captureConfig, refusedRecord, servedRecord } from '../../../test/support/records.js';
 
 test('stages partition the request: contiguous, ordered, summing to the total', () => {
   const r = servedRecord();
@@ -123,7 +123,7 @@ test('what the gateway publishes decodes into each request\'s row and spans: roo
   assert.equal(await cap.flush(5000), 0);
   const builder = new SpanBuilder();
   const batches = (await bus.fetch(100, 100)).map((m) => decodeBatch(m.data, builder));
-  assert.deepEqual(batches.map((b) => [b.v, b.instance, b.batch, b.requests.length]), [[2, 'gw-a', '1', 10], [2, 'gw-a', '2', 10], [2, 'gw-a', '3', 5]]);
+  assert.deepEqual(batches.map((b) => [b.v, b.instance, b.batch, b.requests.length]), [[3, 'gw-a', '1', 10], [3, 'gw-a', '2', 10], [3, 'gw-a', '3', 5]]);
   const requests = batches.flatMap((b) => b.requests);
   assert.deepEqual(requests.map((r) => r.trace_id), sent.map((r) => r.traceId));
   assert.ok(requests.every((r) => r.instance === 'gw-a' && r.http_status === 200));
@@ -131,6 +131,31 @@ test('what the gateway publishes decodes into each request\'s row and spans: roo
   assert.equal(spans.length, 25 * 12); // root, 10 stages, 1 attempt
   assert.equal(spans.filter((s) => s.is_root === 1).length, 25);
   assert.equal(spans.filter((s) => s.name === ATTEMPT_SPAN).length, 25);
+});
+
+test('a v3 batch (records by position, numbers as their doubles) gives the rows the same records give as v2 (by name)', async () => {
+  const bus = new MemoryBus();
+  const cap = new Capture({ instance: 'gw-v3', config: cfg, publisher: bus });
+  const sent = [servedRecord({ seq: 1, usage: { prompt: 5, completion: 7, cached: 2 }, tags: { env: 'prod' }, endUser: 'u"1' }), servedRecord({ seq: 2, retried: true }), refusedRecord({ seq: 3 })];
+  sent[1]!.t0 += 0.123456789;
+  Object.assign(sent[1]!, { stream: true, partial: true, aborted: true, newConnection: true, failedStage: 'upstream.stream', tLimits: sent[1]!.t0 + 0.0211, tFirstToken: sent[1]!.t0 + 100.0005, errorMessage: 'gone \u2713 "quoted"' });
+  sent[2]!.cacheHit = true;
+  for (const r of sent) cap.record(r);
+  assert.equal(await cap.flush(5000), 0);
+  const [m] = await bus.fetch(1, 100);
+  const v3 = JSON.parse(Buffer.from(m!.data).toString('utf8')) as { v: number; records: { s: unknown[]; n: string; f: number }[] };
+  assert.equal(v3.v, 3);
+  assert.deepEqual(v3.records.map((r) => [r.s.length, Buffer.from(r.n, 'base64').length, r.f]), [[20, 184, 0], [20, 184, 2 | 4 | 8 | 16], [20, 184, 1]]);
+  // The same records by name, as a gateway of the last version published them.
+  const v2 = { ...v3, v: 2, records: sent.map((r) => JSON.parse(JSON.stringify(toWire(r))) as unknown) };
+  const a = decodeBatch(m!.data, new SpanBuilder());
+  const b = decodeBatch(Buffer.from(JSON.stringify(v2)), new SpanBuilder());
+  assert.equal(a.v, 3);
+  assert.equal(b.v, 2);
+  assert.deepEqual(a.requests, b.requests);
+  assert.deepEqual(a.spans, b.spans);
+  assert.equal(a.requests[0]!.input_tokens, 5);
+  assert.equal(a.spans.length, b.spans.length);
 });
 
 test('what is not a well-formed batch is a BadBatchError naming the problem; v1 rows pass through', () => {
@@ -147,7 +172,19 @@ test('what is not a well-formed batch is a BadBatchError naming the problem; v1 
     assert.fail(`decoded: ${JSON.stringify(x)}`);
   };
   assert.match(refused('not json').message, /^not JSON/);
-  assert.match(refused({ v: 3, instance: 'gw', batch: '1' }).message, /unknown capture batch version 3/);
+  assert.match(refused({ v: 4, instance: 'gw', batch: '1' }).message, /unknown capture batch version 4/);
+  // v3 records: by position, or not at all.
+  const v3 = (record: unknown) => ({ v: 3, instance: 'gw', batch: '1', requests_count: 1, published_at_unix_nano: '1', origin_unix_nano: '1', records: [record] });
+  const n = Buffer.alloc(184).toString('base64');
+  const strings = ['0af7651916cd43dd8448eb211c80319c', '', 'b7ad6b7169203331', null, null, 'POST', '/v1/chat/completions', 'openai', 'm', 'm', 'openai', 'h', 't', '', '', '', '', '', null, null];
+  const tail = { responseModel: '', inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, usageFound: false, content: null };
+  assert.ok(decodeBatch(enc(v3({ s: strings, n, f: 0, ...tail })), builder).requests.length === 1, 'a well-formed v3 record decodes');
+  assert.match(refused(v3(toWire(servedRecord()))).message, /^record 0: not a v3 record/);
+  assert.match(refused(v3({ s: strings, n: Buffer.alloc(176).toString('base64'), f: 0, ...tail })).message, /^record 0: not a v3 record/);
+  assert.match(refused(v3({ s: strings.slice(1), n, f: 0, ...tail })).message, /^record 0: not a v3 record/);
+  assert.match(refused(v3({ s: strings, n, f: 0.5, ...tail })).message, /^record 0: not a v3 record/);
+  assert.equal(refused(v3({ s: [42, ...strings.slice(1)], n, f: 0, ...tail })).message, 'record 0: traceId is not a string');
+  assert.equal(refused(v3({ s: strings, n, f: 0, ...tail, inputTokens: 'many' })).message, 'record 0: inputTokens is not a finite number');
   const b = batchOf('gw', 1, [servedRecord(), servedRecord()]);
   (b.records[1] as unknown as Record<string, unknown>).t0 = 'yesterday';
   assert.equal(refused(b).message, 'record 1: t0 is not a finite number');
