@@ -208,6 +208,8 @@ function serverSettings(limits: ReadLimits, readonly: 1 | 2): ClickHouseSettings
 export class ClickHouseServerStore implements Store {
   readonly kind = 'clickhouse' as const;
   insertsResent = 0;
+  /** Reads (query, select) sent once more because their connection broke under them (#run). */
+  queriesResent = 0;
   readonly database: string;
   readonly cluster: string | null;
   /** One client per replica URL, in the order given. */
@@ -263,8 +265,15 @@ export class ClickHouseServerStore implements Store {
    * Runs `op` on the first replica not recently unreachable, moving to the next one when a
    * replica cannot be reached (nothing ran there, so trying another is safe; an insert that
    * reached a replica and failed after is retried by its caller, and deduplicated).
+   *
+   * `resend`: `op` may run again. When the connection breaks under it (connectionLost: a
+   * keep-alive connection the server had closed), it is sent once more at once on a new
+   * connection to the same replica, and `resend` is called; only if that fails too is the
+   * replica passed over. Without it, a stale connection failed the read it carried (one
+   * server) or marked a healthy replica down for `failoverMs` (several). Not for commands:
+   * DDL that ran before the connection broke may not run twice.
    */
-  async #run<T>(op: (c: ClickHouseClient) => Promise<T>, clients: ClickHouseClient[] = this.#clients): Promise<T> {
+  async #run<T>(op: (c: ClickHouseClient) => Promise<T>, clients: ClickHouseClient[] = this.#clients, resend?: () => void): Promise<T> {
     const n = clients.length;
     const now = Date.now();
     let first = this.#downUntil.findIndex((t) => t <= now);
@@ -273,7 +282,13 @@ export class ClickHouseServerStore implements Store {
     for (let k = 0; k < n; k++) {
       const i = (first + k) % n;
       try {
-        return await op(clients[i]!);
+        try {
+          return await op(clients[i]!);
+        } catch (e) {
+          if (resend === undefined || !connectionLost(e)) throw e;
+          resend();
+          return await op(clients[i]!);
+        }
       } catch (e) {
         if (n === 1 || !unreachable(e)) throw e;
         this.#downUntil[i] = Date.now() + this.#failoverMs;
@@ -282,6 +297,10 @@ export class ClickHouseServerStore implements Store {
     }
     throw last;
   }
+
+  readonly #queryResent = (): void => {
+    this.queriesResent++;
+  };
 
   async command(sql: Sql): Promise<void> {
     try {
@@ -294,7 +313,7 @@ export class ClickHouseServerStore implements Store {
   async query<T>(sql: Sql, limits?: ReadLimits): Promise<T[]> {
     const clickhouse_settings = limits === undefined ? undefined : serverSettings(limits, 2);
     try {
-      return await this.#run(async (c) => (await c.query({ query: sql.text, format: 'JSONEachRow', clickhouse_settings })).json<T>());
+      return await this.#run(async (c) => (await c.query({ query: sql.text, format: 'JSONEachRow', clickhouse_settings })).json<T>(), this.#clients, this.#queryResent);
     } catch (e) {
       throw new StoreError('SL_STORE_QUERY', `ClickHouse query failed: ${(e as Error).message}`, { cause: e });
     }
@@ -309,7 +328,7 @@ export class ClickHouseServerStore implements Store {
     let text: string;
     try {
       // exec, not query: the answer is read as a stream and abandoned past its bound.
-      const r = await this.#run((c) => c.exec({ query: `${statement.text}\nFORMAT JSONCompact`, clickhouse_settings, abort_signal: abort.signal }));
+      const r = await this.#run((c) => c.exec({ query: `${statement.text}\nFORMAT JSONCompact`, clickhouse_settings, abort_signal: abort.signal }), this.#clients, this.#queryResent);
       const chunks: Buffer[] = [];
       let size = 0;
       for await (const chunk of r.stream) {
@@ -337,23 +356,21 @@ export class ClickHouseServerStore implements Store {
       const query = `INSERT INTO ${qualified(this.database, table).text} FORMAT JSONEachRow`;
       // exec with the body as bytes (rows.ts), not insert with the rows: a body made anew for
       // each replica tried. The answer is read to its end, as insert does.
-      const send = (): Promise<void> =>
-        this.#run(async (c) => {
+      // A broken connection sends it once more, at once, on a new connection (#run), where
+      // the ingester's own retry waits a backoff and has JetStream deliver the whole set
+      // again. Rows the broken insert may have written are repeated as under redelivery:
+      // the tables keep one row per span or request (ReplacingMergeTree, read with FINAL)
+      // and the rollups are recomputed (docs/architecture.md, "The ingester").
+      await this.#run(
+        async (c) => {
           const r = await c.exec({ query, values: Readable.from(body, { objectMode: false }) });
           for await (const _ of r.stream);
-        });
-      try {
-        await send();
-      } catch (e) {
-        // Once more, at once, on a new connection (the client dropped the broken one), where
-        // the ingester's own retry waits a backoff and has JetStream deliver the whole set
-        // again. Rows the broken insert may have written are repeated as under redelivery:
-        // the tables keep one row per span or request (ReplacingMergeTree, read with FINAL)
-        // and the rollups are recomputed (docs/architecture.md, "The ingester").
-        if (!connectionLost(e)) throw e;
-        this.insertsResent++;
-        await send();
-      }
+        },
+        this.#clients,
+        () => {
+          this.insertsResent++;
+        },
+      );
     } catch (e) {
       const code = (e as { code?: unknown }).code;
       const prefix = typeof code === 'string' && /^\d+$/.test(code) ? `Code: ${code}. ` : '';

@@ -11,7 +11,8 @@ import { join } from 'node:path';
 // trustedSql, which the package does not export, and one declaration of Sql must type both.
 import { ClickHouseServerStore, ChdbStore, migrate, readMigrations, sql, table, withReadLimits, StoreError, type ReadLimits, type Store } from '../src/index.js';
 import { trustedSql } from '../src/sql.js';
-import { createServer, connect, type AddressInfo } from 'node:net';
+import { readOnlyStatement } from '../src/statement.js';
+import { createServer, connect, type AddressInfo, type Socket } from 'node:net';
 import { ClickHouseServer, freePort } from '../../../test/support/servers.js';
 
 const nasty = "quote ' backslash \\ newline \n tab \t unicode 你好 🙂";
@@ -261,46 +262,103 @@ test('readMigrations orders files and rejects duplicate versions', () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-test('an insert whose connection the server drops is sent once more on a new one, and its rows are there once', async () => {
-  const server = await ClickHouseServer.start();
-  // A TCP relay in front of the real server that drops the first connection as soon as the
-  // request's first bytes arrive (a keep-alive connection the server had closed), and relays
-  // every later one.
-  let accepted = 0;
+/**
+ * A TCP relay in front of a real server. `dropNext()`: the next request's first bytes, on a
+ * new or a kept-alive connection, reset that connection (a keep-alive connection the server
+ * had closed); every other byte is relayed. `requests`: requests relayed (first chunks that
+ * start with an HTTP method).
+ */
+async function dropRelay(target: number): Promise<{ url: string; dropNext(): void; requests: number; close(): void }> {
+  let drop = false;
+  const state = {
+    url: '',
+    requests: 0,
+    dropNext(): void {
+      drop = true;
+    },
+    close(): void {
+      relay.close();
+      for (const c of open) c.destroy();
+    },
+  };
+  const open = new Set<Socket>();
   const relay = createServer((client) => {
-    accepted++;
-    if (accepted === 1) {
-      client.once('data', () => client.resetAndDestroy());
-      return;
-    }
-    const upstream = connect(server.httpPort, '127.0.0.1');
-    client.pipe(upstream).pipe(client);
+    const upstream = connect(target, '127.0.0.1');
+    open.add(client);
+    open.add(upstream);
     const close = (): void => {
       client.destroy();
       upstream.destroy();
+      open.delete(client);
+      open.delete(upstream);
     };
+    client.on('data', (chunk: Buffer) => {
+      if (drop) {
+        drop = false;
+        client.resetAndDestroy();
+        close();
+        return;
+      }
+      if (/^(POST|GET) /.test(chunk.toString('latin1', 0, 5))) state.requests++;
+      upstream.write(chunk);
+    });
+    upstream.pipe(client);
     client.on('error', close);
     upstream.on('error', close);
+    client.on('close', close);
+    upstream.on('close', close);
   });
   await new Promise<void>((r) => relay.listen(0, '127.0.0.1', r));
-  const port = (relay.address() as AddressInfo).port;
+  state.url = `http://127.0.0.1:${(relay.address() as AddressInfo).port}`;
+  return state;
+}
+
+test('an insert or a read whose connection the server drops is sent once more on a new one, on the same replica: rows there once, the replica not passed over', async () => {
+  const server = await ClickHouseServer.start();
+  const a = await dropRelay(server.httpPort);
+  const b = await dropRelay(server.httpPort);
   const direct = new ClickHouseServerStore({ url: server.url, database: 'default' });
-  const relayed = new ClickHouseServerStore({ url: `http://127.0.0.1:${port}`, database: 'default' });
+  const relayed = new ClickHouseServerStore({ url: a.url, database: 'default' });
+  const replicas = new ClickHouseServerStore({ url: `${a.url},${b.url}`, database: 'default' });
   try {
     await direct.command(sql`CREATE TABLE default.dropped (id UInt32, s String) ENGINE = MergeTree ORDER BY id`);
+    a.dropNext();
     await relayed.insert('dropped', [{ id: 1, s: nasty }, { id: 2, s: 'two' }]);
-    assert.ok(accepted >= 2, `connections: ${accepted}`);
     assert.equal(relayed.insertsResent, 1);
     assert.deepEqual(await direct.query(sql`SELECT id, s FROM default.dropped ORDER BY id`), [{ id: 1, s: nasty }, { id: 2, s: 'two' }]);
-    // A refused connection is not retried here: the server is not there at all.
+    // Reads: the query API's own (query) and users' SQL (select), on a kept-alive connection.
+    a.dropNext();
+    assert.deepEqual(await relayed.query(sql`SELECT count() AS n FROM default.dropped`), [{ n: '2' }]);
+    a.dropNext();
+    const answer = await relayed.select(readOnlyStatement('SELECT id FROM default.dropped ORDER BY id'), { maxExecutionTimeS: 10, maxMemoryBytes: 1024 ** 3, maxResultRows: 100 });
+    assert.deepEqual(answer.rows, [[1], [2]]);
+    assert.equal(relayed.queriesResent, 2);
+    assert.equal(relayed.insertsResent, 1);
+    // Two replicas: the first is not passed over for a broken connection (it was marked down
+    // for failoverMs, and every read went to the second meanwhile).
+    await replicas.query(sql`SELECT 1`);
+    const before = { a: a.requests, b: b.requests };
+    a.dropNext();
+    await replicas.query(sql`SELECT 2`);
+    await replicas.query(sql`SELECT 3`);
+    assert.deepEqual([a.requests - before.a, b.requests - before.b], [2, 0]);
+    assert.equal(replicas.queriesResent, 1);
+    // A command (DDL) is not sent twice: it may have run before the connection broke.
+    a.dropNext();
+    await assert.rejects(relayed.command(sql`CREATE TABLE IF NOT EXISTS default.dropped2 (id UInt32) ENGINE = MergeTree ORDER BY id`), StoreError);
+    // A refused connection is not sent again: the server is not there at all.
     const closedPort = await freePort();
     const nowhere = new ClickHouseServerStore({ url: `http://127.0.0.1:${closedPort}`, database: 'default' });
     await assert.rejects(nowhere.insert('dropped', [{ id: 3, s: '' }]), (e: unknown) => e instanceof StoreError && !e.rejected);
+    await assert.rejects(nowhere.query(sql`SELECT 1`), StoreError);
+    assert.deepEqual([nowhere.insertsResent, nowhere.queriesResent], [0, 0]);
     await nowhere.close();
   } finally {
     await direct.close();
     await relayed.close();
-    relay.close();
+    await replicas.close();
+    a.close();
+    b.close();
     await server.dispose();
   }
 });
