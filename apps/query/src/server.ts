@@ -180,7 +180,7 @@ export function buildQueryServer(opts: QueryServerOptions): FastifyInstance {
     },
     async (_req, reply) => {
       reply.header('content-type', 'text/plain; version=0.0.4');
-      return `# HELP sightline_query_requests_total Query API requests served.\n# TYPE sightline_query_requests_total counter\nsightline_query_requests_total ${served}\n# HELP sightline_query_failures_total Query API requests that failed on our side.\n# TYPE sightline_query_failures_total counter\nsightline_query_failures_total ${failed}\n# HELP sightline_query_limited_total Query API requests whose query a limit stopped (422).\n# TYPE sightline_query_limited_total counter\nsightline_query_limited_total ${limited}\n`;
+      return `# HELP sightline_query_requests_total Query API requests served.\n# TYPE sightline_query_requests_total counter\nsightline_query_requests_total ${served}\n# HELP sightline_query_failures_total Query API requests that failed on our side.\n# TYPE sightline_query_failures_total counter\nsightline_query_failures_total ${failed}\n# HELP sightline_query_limited_total Query API requests whose query a limit stopped (422).\n# TYPE sightline_query_limited_total counter\nsightline_query_limited_total ${limited}\n# HELP sightline_query_store_reads_resent_total Reads sent to ClickHouse a second time at once because the connection broke under the first (a keep-alive connection the server had closed).\n# TYPE sightline_query_store_reads_resent_total counter\nsightline_query_store_reads_resent_total ${store.queriesResent ?? 0}\n`;
     },
   );
   app.get(

@@ -202,6 +202,7 @@ function suite(name: string, open: () => Promise<{ store: Store; done: () => Pro
         const metrics = await rowsApi.inject({ url: '/metrics' });
         assert.match(metrics.body, /^sightline_query_limited_total 1$/m);
         assert.match(metrics.body, /^sightline_query_failures_total 0$/m);
+        assert.match(metrics.body, /^sightline_query_store_reads_resent_total \d+$/m);
         // The same queries within the default limits answer.
         assert.equal((await api.inject({ url: `/v1/stages?${RANGE}` })).statusCode, 200);
       } finally {

@@ -128,6 +128,8 @@ export interface Store {
    * server over HTTP only; absent elsewhere).
    */
   readonly insertsResent?: number;
+  /** Reads (query, select) sent a second time, at once, for the same reason (a server over HTTP only). */
+  readonly queriesResent?: number;
   close(): Promise<void>;
 }
 
