@@ -8,7 +8,7 @@ import { OPEN_LOOP_MAX_IN_FLIGHT } from './driver.js';
 import { ladderFloorGates } from './gates.js';
 import { percentilesOf } from './histogram.js';
 import { log } from './log.js';
-import { foreignCpuPct, procTicks, sleep, ticksPerSecond } from './procs.js';
+import { foreignCpuPct, procTicks, sleep, threadTicks, ticksPerSecond } from './procs.js';
 import type { LadderArm, LadderStep, RunResults } from './report.js';
 import { LADDER_ARMS, teamOf } from './scenarios.js';
 import type { ArmName } from './scenarios.js';
@@ -76,11 +76,19 @@ export async function ladder(ctx: RunContext): Promise<NonNullable<RunResults['l
       // them ran out of core first says whether the step measured the proxy or the rig.
       const who = { driver: [ctx.driver.pid ?? -1], mock: [ctx.stack.mock.proc.pid], proxy: armName === 'direct' ? [] : arm.pids() };
       const ticks = (pids: number[]): number => pids.reduce((a, p) => a + procTicks(p), 0);
-      const before = { driver: ticks(who.driver), mock: ticks(who.mock), proxy: ticks(who.proxy), t: Date.now() };
+      const idleTicks = (pids: number[]): number => pids.reduce((a, p) => a + threadTicks(p).idle, 0);
+      const before = { driver: ticks(who.driver), mock: ticks(who.mock), proxy: ticks(who.proxy), content: idleTicks(who.proxy), t: Date.now() };
       const m = await ctx.measure(arm, spec);
       const secs = ((Date.now() - before.t) / 1000) * ticksPerSecond();
       const pct = (now: number, then: number): number => Math.round(((now - then) / secs) * 100);
       const cpu = { driver: pct(ticks(who.driver), before.driver), mock: pct(ticks(who.mock), before.mock), proxy: pct(ticks(who.proxy), before.proxy) };
+      // Per answered request: what capacity costs per request, whatever the step's length.
+      const perRequest = (now: number, then: number): number => (m.result.ok === 0 ? 0 : Math.round((((now - then) / ticksPerSecond()) * 1e6) / m.result.ok));
+      const cpuPerRequest: Record<string, number> = { mock: perRequest(ticks(who.mock), before.mock) };
+      if (armName !== 'direct') {
+        cpuPerRequest['proxy'] = perRequest(ticks(who.proxy), before.proxy);
+        cpuPerRequest['content'] = perRequest(idleTicks(who.proxy), before.content);
+      }
       // Thousands of sockets: close them before the next arm's step.
       await ctx.driver.release(spec.request.origin);
       const p = percentilesOf([m.result.hist.total]);
@@ -98,6 +106,7 @@ export async function ladder(ctx: RunContext): Promise<NonNullable<RunResults['l
         answered_all: m.result.errors === 0 && m.result.ok === m.result.sent,
         mock_requests: m.mockRequests,
         cpu_pct: armName === 'direct' ? { driver: cpu.driver, mock: cpu.mock } : cpu,
+        cpu_us_per_request: cpuPerRequest,
       };
       if (armName !== 'direct' && directP99 !== undefined) step.added_p99_us = added(p.p99, directP99);
       if (m.rss !== undefined) step.rss_mb = m.rss;
@@ -113,7 +122,7 @@ export async function ladder(ctx: RunContext): Promise<NonNullable<RunResults['l
       // Short of the expected count: the gateway's own counters tell lost (dropped) from late (queued, spooled).
       const counters = step.captured !== undefined && step.captured !== step.capture_expected ? ` (gateway capture counters: ${await ctx.captureMetrics(sightline)})` : '';
       log(
-        `${name} ${armName}: ${step.ok}/${step.sent} answered, p50 ${(p.p50 / 1000).toFixed(1)} ms, p99 ${(p.p99 / 1000).toFixed(1)} ms, send lag max ${(step.max_send_lag_us / 1000).toFixed(1)} ms, CPU % driver ${cpu.driver} mock ${cpu.mock}${armName === 'direct' ? '' : ` proxy ${cpu.proxy}`}${step.captured === undefined ? '' : `, captured ${step.captured}`}${counters}`,
+        `${name} ${armName}: ${step.ok}/${step.sent} answered, p50 ${(p.p50 / 1000).toFixed(1)} ms, p99 ${(p.p99 / 1000).toFixed(1)} ms, send lag max ${(step.max_send_lag_us / 1000).toFixed(1)} ms, CPU % driver ${cpu.driver} mock ${cpu.mock}${armName === 'direct' ? '' : ` proxy ${cpu.proxy}`}, CPU µs/request mock ${cpuPerRequest['mock']}${armName === 'direct' ? '' : ` proxy ${cpuPerRequest['proxy']} (content thread ${cpuPerRequest['content']})`}${step.captured === undefined ? '' : `, captured ${step.captured}`}${counters}`,
       );
       row.steps.push(step);
       if (passed) row.max_ok_rate = Math.max(row.max_ok_rate ?? 0, rate);

@@ -218,6 +218,37 @@ export function ticksPerSecond(): number {
   return clkTck;
 }
 
+/** Linux's number for SCHED_IDLE (include/uapi/linux/sched.h): the gateway's content thread runs at it. */
+const SCHED_IDLE = 5;
+
+/**
+ * utime + stime of a process's threads in clock ticks, split into its `SCHED_IDLE` threads
+ * (a Sightline gateway's content thread, apps/gateway/src/thread-priority.ts) and the rest.
+ * Threads that ended before the call are not counted; {0, 0} when the process is gone.
+ */
+export function threadTicks(pid: number): { idle: number; other: number } {
+  const out = { idle: 0, other: 0 };
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const tid of tids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      // After the parenthesised command: utime is field 14, stime 15, policy 41 (proc(5)).
+      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const t = Number(rest[11] ?? 0) + Number(rest[12] ?? 0);
+      if (Number(rest[38]) === SCHED_IDLE) out.idle += t;
+      else out.other += t;
+    } catch {
+      // The thread ended while we looked.
+    }
+  }
+  return out;
+}
+
 /** utime + stime of a process (all its threads), in clock ticks; 0 when it is gone. */
 export function procTicks(pid: number): number {
   try {

@@ -148,6 +148,13 @@ export interface LadderStep {
   mock_requests: number;
   /** CPU used over the step (sending and drain), % of one core: driver, mock, proxy under test. */
   cpu_pct: Record<string, number>;
+  /**
+   * CPU time per answered request over the step (sending and drain), µs, all threads: `mock`;
+   * `proxy`, the process under test; `content`, the part of `proxy` spent in its `SCHED_IDLE`
+   * threads (a Sightline gateway's content thread). Unlike `cpu_pct` it does not shrink when a
+   * slow step's drain makes the step longer. Absent for the direct floor's proxy and content.
+   */
+  cpu_us_per_request?: Record<string, number>;
 }
 
 export interface LadderArm {
@@ -349,20 +356,25 @@ export function renderMarkdown(r: RunResults): string {
     out.push(auth);
     out.push('');
   }
+  const cpuPerRequest = (c: Record<string, number> | undefined): string => {
+    if (c === undefined) return dash;
+    const proxy = c['proxy'] === undefined ? dash : `${c['proxy']}${c['content'] ? ` (${c['content']})` : ''}`;
+    return `${proxy} / ${c['mock'] ?? dash}`;
+  };
   if (r.ladder !== null) {
     out.push(`## Open-loop ladder (mock answers after ${r.ladder.mock_latency_ms} ms, ${r.ladder.step_ms / 1000} s per step, latency from the intended send time)`);
     out.push('');
-    out.push('| arm | rate req/s | answered/sent | p50 ms | p99 ms | added p99 ms | captured/expected | max send lag ms | RSS MB |');
-    out.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+    out.push('| arm | rate req/s | answered/sent | p50 ms | p99 ms | added p99 ms | captured/expected | max send lag ms | RSS MB | CPU µs/req: proxy (content thread) / mock |');
+    out.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
     for (const a of r.ladder.arms) {
       if (a.steps.length === 0) {
-        out.push(`| ${a.arm} | ${dash} | ${dash} | ${dash} | ${dash} | ${dash} | ${dash} | ${dash} | ${dash} | `);
+        out.push(`| ${a.arm} | ${dash} | ${dash} | ${dash} | ${dash} | ${dash} | ${dash} | ${dash} | ${dash} | ${dash} |`);
         continue;
       }
       for (const st of a.steps) {
         const ms = (v: number | undefined): string => (v === undefined ? dash : (v / 1000).toFixed(1));
         out.push(
-          `| ${a.arm} | ${st.rate} | ${st.ok}/${st.sent} | ${ms(st.p50_us)} | ${ms(st.p99_us)} | ${ms(st.added_p99_us)} | ${st.captured === undefined ? dash : `${st.captured}/${st.capture_expected ?? '?'}`} | ${ms(st.max_send_lag_us)} | ${st.rss_mb ?? dash} |`,
+          `| ${a.arm} | ${st.rate} | ${st.ok}/${st.sent} | ${ms(st.p50_us)} | ${ms(st.p99_us)} | ${ms(st.added_p99_us)} | ${st.captured === undefined ? dash : `${st.captured}/${st.capture_expected ?? '?'}`} | ${ms(st.max_send_lag_us)} | ${st.rss_mb ?? dash} | ${cpuPerRequest(st.cpu_us_per_request)} |`,
         );
       }
     }

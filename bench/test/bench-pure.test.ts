@@ -11,6 +11,9 @@ import { added, authCost, captureCost, drift, errorRate, meanPercentiles, padBod
 import { AUTH_COST_SCENARIO, LADDER_ARMS, PROXY_ARMS, benchScenarios, buildPlan, isControlArm, isControlsScenario, keyHeaders, teamOf, template } from '../src/scenarios.js';
 import type { ArmName, ArmTarget } from '../src/scenarios.js';
 import { nginxConfig } from '../src/peers/nginx.js';
+import { threadTicks } from '../src/procs.js';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 
 const ROLE = 'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n';
 const TOKEN = 'data: {"choices":[{"index":0,"delta":{"content":"héllo"}}]}\n\n';
@@ -207,5 +210,28 @@ describe('nginx configuration', () => {
     assert.match(conf, /proxy_buffering off;/);
     assert.match(conf, /client_body_buffer_size 128k;/);
     assert.doesNotMatch(conf, /daemon/, 'daemon off is given on the command line with -g');
+  });
+});
+
+describe('threadTicks', () => {
+  it("splits a process's CPU between its SCHED_IDLE threads and the rest", async () => {
+    // A child whose worker thread puts itself at SCHED_IDLE (as the gateway's content thread
+    // does) and spins until it has used 20 ticks of its own CPU, while the main thread spins
+    // until it has used 20 ticks; then it says so and waits to be killed.
+    const own = "(() => { const f = require('fs').readFileSync('/proc/thread-self/stat', 'utf8'); const r = f.slice(f.lastIndexOf(') ') + 2).split(' '); return Number(r[11]) + Number(r[12]); })()";
+    const spin = `const end = Date.now() + 20000; while (${own} < 20 && Date.now() < end) for (let i = 0; i < 1e6; i++);`;
+    const worker = `const tid = require('fs').readlinkSync('/proc/thread-self').split('/').pop(); require('child_process').execFileSync('chrt', ['--idle', '--pid', '0', tid]); ${spin} require('worker_threads').parentPort.postMessage(1);`;
+    const main = `const { Worker } = require('worker_threads'); const w = new Worker(${JSON.stringify(worker)}, { eval: true }); ${spin} w.once('message', () => { process.stdout.write('done'); }); w.once('error', (e) => { process.stdout.write('worker failed: ' + e.message); }); setInterval(() => {}, 1000);`;
+    const child = spawn(process.execPath, ['-e', main], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      const [chunk] = (await once(child.stdout!, 'data')) as [Buffer];
+      assert.equal(chunk.toString(), 'done');
+      const t = threadTicks(child.pid!);
+      assert.ok(t.idle >= 20, `SCHED_IDLE thread ticks ${t.idle}`);
+      assert.ok(t.other >= 20, `other threads' ticks ${t.other}`);
+    } finally {
+      child.kill();
+    }
+    assert.deepEqual(threadTicks(-1), { idle: 0, other: 0 });
   });
 });
