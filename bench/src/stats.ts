@@ -180,3 +180,11 @@ export function pairedDifferences(a: readonly (number | undefined)[], b: readonl
 export function containsZero(i: Interval): boolean {
   return i.lo <= 0 && i.hi >= 0;
 }
+
+/**
+ * Failed requests of a step whose connection to the proxy was never made (driver.ts names a
+ * failure `network <code>`): they never reached a gateway, so it cannot have captured them.
+ */
+export function neverConnected(kinds: Record<string, number>): number {
+  return (kinds['network UND_ERR_CONNECT_TIMEOUT'] ?? 0) + (kinds['network ECONNREFUSED'] ?? 0);
+}

@@ -7,7 +7,7 @@
 import { describe, it } from 'node:test';
 import { strict as assert } from 'node:assert';
 import { FirstTokenScanner } from '../src/sse.js';
-import { added, authCost, captureCost, drift, errorRate, meanPercentiles, padBody, portkeyRatio, rotate } from '../src/stats.js';
+import { added, authCost, captureCost, drift, errorRate, meanPercentiles, neverConnected, padBody, portkeyRatio, rotate } from '../src/stats.js';
 import { AUTH_COST_SCENARIO, LADDER_ARMS, PROXY_ARMS, benchScenarios, buildPlan, isControlArm, isControlsScenario, keyHeaders, teamOf, template } from '../src/scenarios.js';
 import type { ArmName, ArmTarget } from '../src/scenarios.js';
 import { nginxConfig } from '../src/peers/nginx.js';
@@ -107,6 +107,13 @@ describe('report arithmetic', () => {
     assert.equal(authCost(100, -3), undefined);
     assert.equal(authCost(undefined, 100), undefined);
     assert.equal(authCost(100, undefined), undefined);
+  });
+
+  it('counts as never connected only the failures that never reached the proxy', () => {
+    // The 5,000 req/s step of 3 December: 406 connect timeouts, which the capture could not see.
+    assert.equal(neverConnected({ 'not sent': 28_880, 'network UND_ERR_CONNECT_TIMEOUT': 406 }), 406);
+    assert.equal(neverConnected({ 'network ECONNREFUSED': 2, 'network ECONNRESET': 5, timeout: 3 }), 2);
+    assert.equal(neverConnected({}), 0);
   });
 
   it('rotates arms so each takes every position across rounds', () => {
@@ -217,10 +224,11 @@ describe('threadTicks', () => {
   it("splits a process's CPU between its SCHED_IDLE threads and the rest", async () => {
     // A child whose worker thread puts itself at SCHED_IDLE (as the gateway's content thread
     // does) and spins until it has used 20 ticks of its own CPU, while the main thread spins
-    // until it has used 20 ticks; then it says so and waits to be killed.
+    // until it has used 20 ticks; then it says so and both wait to be killed (a thread that
+    // ended is no longer under /proc/PID/task).
     const own = "(() => { const f = require('fs').readFileSync('/proc/thread-self/stat', 'utf8'); const r = f.slice(f.lastIndexOf(') ') + 2).split(' '); return Number(r[11]) + Number(r[12]); })()";
     const spin = `const end = Date.now() + 20000; while (${own} < 20 && Date.now() < end) for (let i = 0; i < 1e6; i++);`;
-    const worker = `const tid = require('fs').readlinkSync('/proc/thread-self').split('/').pop(); require('child_process').execFileSync('chrt', ['--idle', '--pid', '0', tid]); ${spin} require('worker_threads').parentPort.postMessage(1);`;
+    const worker = `const tid = require('fs').readlinkSync('/proc/thread-self').split('/').pop(); require('child_process').execFileSync('chrt', ['--idle', '--pid', '0', tid]); ${spin} require('worker_threads').parentPort.postMessage(1); setInterval(() => {}, 1000);`;
     const main = `const { Worker } = require('worker_threads'); const w = new Worker(${JSON.stringify(worker)}, { eval: true }); ${spin} w.once('message', () => { process.stdout.write('done'); }); w.once('error', (e) => { process.stdout.write('worker failed: ' + e.message); }); setInterval(() => {}, 1000);`;
     const child = spawn(process.execPath, ['-e', main], { stdio: ['ignore', 'pipe', 'inherit'] });
     try {
