@@ -79,16 +79,13 @@ export async function ladder(ctx: RunContext): Promise<NonNullable<RunResults['l
       const idleTicks = (pids: number[]): number => pids.reduce((a, p) => a + threadTicks(p).idle, 0);
       const before = { driver: ticks(who.driver), mock: ticks(who.mock), proxy: ticks(who.proxy), content: idleTicks(who.proxy), t: Date.now() };
       const m = await ctx.measure(arm, spec);
-      const secs = ((Date.now() - before.t) / 1000) * ticksPerSecond();
-      const pct = (now: number, then: number): number => Math.round(((now - then) / secs) * 100);
-      const cpu = { driver: pct(ticks(who.driver), before.driver), mock: pct(ticks(who.mock), before.mock), proxy: pct(ticks(who.proxy), before.proxy) };
+      const after = { driver: ticks(who.driver), mock: ticks(who.mock), proxy: ticks(who.proxy), content: idleTicks(who.proxy), t: Date.now() };
+      const secs = ((after.t - before.t) / 1000) * ticksPerSecond();
+      const pct = (k: 'driver' | 'mock' | 'proxy'): number => Math.round(((after[k] - before[k]) / secs) * 100);
+      const cpu = { driver: pct('driver'), mock: pct('mock'), proxy: pct('proxy') };
       // Per answered request: what capacity costs per request, whatever the step's length.
-      const perRequest = (now: number, then: number): number => (m.result.ok === 0 ? 0 : Math.round((((now - then) / ticksPerSecond()) * 1e6) / m.result.ok));
-      const cpuPerRequest: Record<string, number> = { mock: perRequest(ticks(who.mock), before.mock) };
-      if (armName !== 'direct') {
-        cpuPerRequest['proxy'] = perRequest(ticks(who.proxy), before.proxy);
-        cpuPerRequest['content'] = perRequest(idleTicks(who.proxy), before.content);
-      }
+      const perRequest = (k: 'mock' | 'proxy' | 'content'): number => (m.result.ok === 0 ? 0 : Math.round((((after[k] - before[k]) / ticksPerSecond()) * 1e6) / m.result.ok));
+      const cpuPerRequest: Record<string, number> = armName === 'direct' ? { mock: perRequest('mock') } : { mock: perRequest('mock'), proxy: perRequest('proxy'), content: perRequest('content') };
       // Thousands of sockets: close them before the next arm's step.
       await ctx.driver.release(spec.request.origin);
       const p = percentilesOf([m.result.hist.total]);

@@ -144,16 +144,27 @@ export function rssMb(pid: number): number | undefined {
   }
 }
 
+/**
+ * The fields of a /proc stat file (proc(5)) from field 3 (state) on: the command name (field 2)
+ * is in parentheses and may hold spaces, so they are counted from after it. Field n is at n − 3.
+ * Throws when the file cannot be read (the process or thread ended).
+ */
+function statFields(path: string): string[] {
+  const stat = readFileSync(path, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
+/** utime + stime (fields 14 and 15) of stat fields read by statFields. */
+const cpuTicksOf = (f: string[]): number => Number(f[11] ?? 0) + Number(f[12] ?? 0);
+
 /** Pids whose parent is `pid` (e.g. nginx's worker under its master), found in /proc. */
 export function childPids(pid: number): number[] {
   const out: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      // Field 4 is the ppid; the command name (field 2) is in parentheses and may hold spaces.
-      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(rest[1]) === pid) out.push(Number(entry));
+      // Field 4 is the ppid.
+      if (Number(statFields(`/proc/${entry}/stat`)[1]) === pid) out.push(Number(entry));
     } catch {
       // The process ended while we looked.
     }
@@ -236,11 +247,10 @@ export function threadTicks(pid: number): { idle: number; other: number } {
   }
   for (const tid of tids) {
     try {
-      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-      // After the parenthesised command: utime is field 14, stime 15, policy 41 (proc(5)).
-      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      const t = Number(rest[11] ?? 0) + Number(rest[12] ?? 0);
-      if (Number(rest[38]) === SCHED_IDLE) out.idle += t;
+      const f = statFields(`/proc/${pid}/task/${tid}/stat`);
+      const t = cpuTicksOf(f);
+      // Field 41: the scheduling policy.
+      if (Number(f[38]) === SCHED_IDLE) out.idle += t;
       else out.other += t;
     } catch {
       // The thread ended while we looked.
@@ -252,10 +262,7 @@ export function threadTicks(pid: number): { idle: number; other: number } {
 /** utime + stime of a process (all its threads), in clock ticks; 0 when it is gone. */
 export function procTicks(pid: number): number {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // After the parenthesised command: state is field 3, utime field 14, stime field 15.
-    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return Number(rest[11] ?? 0) + Number(rest[12] ?? 0);
+    return cpuTicksOf(statFields(`/proc/${pid}/stat`));
   } catch {
     return 0;
   }
