@@ -3,7 +3,7 @@
  * request rows and span rows, looked up by trace id. Shared by the gateway's test files.
  */
 import { MemoryBus } from '@sightline/bus';
-import { batchRecords, type CaptureBatchV2, type CaptureBatchV3, type RequestRow, type SpanRow, type WireRecord } from '@sightline/core';
+import { messageRecords, type RequestRow, type SpanRow, type WireRecord } from '@sightline/core';
 import { decodeBatch, SpanBuilder } from '@sightline/spans';
 import { waitFor } from './servers.js';
 
@@ -22,8 +22,7 @@ export class CapturedBus {
     for (const m of await this.bus.fetch(1000, 10)) {
       const text = Buffer.from(m.data).toString('utf8');
       this.messages.push(text);
-      const parsed = JSON.parse(text) as CaptureBatchV2 | CaptureBatchV3;
-      this.records.push(...batchRecords(parsed));
+      this.records.push(...messageRecords(m.data));
       const batch = decodeBatch(m.data, this.#builder);
       this.requests.push(...batch.requests);
       this.spans.push(...batch.spans);

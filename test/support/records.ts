@@ -6,7 +6,7 @@
  */
 import { RequestRecord, toWire, type ContentOptions } from '@sightline/capture';
 import type { CaptureConfig } from '@sightline/config';
-import { markToUnixNano, newSpanId, newTraceId, now, wireRecordOfV3, type CaptureBatchV2, type WireContent, type WireRecord } from '@sightline/core';
+import { markToUnixNano, messageRecords, newSpanId, newTraceId, now, type CaptureBatchV2, type WireContent, type WireRecord } from '@sightline/core';
 
 export interface RecordOptions {
   /** Per-instance request number. Default 7. */
@@ -123,11 +123,12 @@ export function withContent(r: RequestRecord, content: WireContent | null): Wire
   return { ...toWire(r), content };
 }
 
-/** A record as the gateway publishes it (v3 JSON, as bytes or text), read back into the WireRecord it stands for. */
+/** A record as the gateway publishes it (a v4 record, as bytes or text), read back into the WireRecord it stands for. */
 export function wireOf(record: Uint8Array | string): WireRecord {
-  const w = wireRecordOfV3(JSON.parse(typeof record === 'string' ? record : Buffer.from(record).toString('utf8')));
-  if (w === null) throw new Error('not a v3 record');
-  return w as WireRecord;
+  const head = Buffer.from('{"v":4,"instance":"test","batch":"1","requests_count":1,"published_at_unix_nano":"0","origin_unix_nano":"0","records":[');
+  const [w] = messageRecords(Buffer.concat([head, typeof record === 'string' ? Buffer.from(record) : record, Buffer.from(']}')]));
+  if (w === undefined || w === null) throw new Error('not a v4 record');
+  return w;
 }
 
 /** toWire(r, content) as a decoded record equals it: through JSON (undefined members dropped). */

@@ -127,7 +127,7 @@ export class Metrics {
       if (t.policy !== null) {
         out += `# HELP sightline_capture_content_thread_info The content thread's scheduling: policy idle (SCHED_IDLE), nice (nice 19) or normal.\n# TYPE sightline_capture_content_thread_info gauge\nsightline_capture_content_thread_info{policy="${t.policy}"} 1\n`;
       }
-      out += counter('sightline_capture_content_answered_by_message_total', 'Batches the content thread answered by message, not in their shared answer area: their records did not fit it (content that escapes to more than 1.5 times its bytes), or the thread failed on them.', t.answeredByMessage);
+      out += counter('sightline_capture_content_answered_by_message_total', 'Batches the content thread answered by message, not in their shared answer area: their records did not fit it (content that grew to more than 1.125 times its bytes: invalid UTF-8, placeholders longer than what they replace), or the thread failed on them.', t.answeredByMessage);
     }
     return out;
   }

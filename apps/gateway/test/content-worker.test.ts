@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MemoryBus } from '@sightline/bus';
 import { BATCH_HEAD_ROOM, Capture, answerRecordsAt, JobBatch, PagePool, RequestRecord, jobCount, preparedViews, keepContent, keepResponseChunk, type BatchCut, type ContentPreparer, type JobsMessage, type PreparedRecords } from '@sightline/capture';
-import { batchRecords, type CaptureBatchV3, type WireRecord } from '@sightline/core';
+import { messageRecords, type WireRecord } from '@sightline/core';
 import { redactSecrets } from '@sightline/redact';
 import { ContentWorker } from '../src/content-worker.js';
 import { threadId, threadScheduling } from '../src/thread-priority.js';
@@ -69,10 +69,10 @@ test('the worker answers in a shared area, not by message; an area is reused onc
     await make([record(3)]);
     assert.equal(w.areasMade, 2);
     assert.deepEqual(preparedViews(kept).map((b) => Buffer.from(b!).toString('utf8')), keptText);
-    // A body of raw control bytes: each escapes to six (\u0001), far past the area's estimate (1.5×).
+    // A body of invalid UTF-8: each byte becomes U+FFFD, three bytes, past the area's estimate (1.125×).
     const escaped = servedRecord();
     escaped.contentPolicy = 'full';
-    escaped.requestBody = Buffer.alloc(100_000, 1);
+    escaped.requestBody = Buffer.alloc(100_000, 0xff);
     keepContent(escaped, Buffer.from('{"choices":[{"message":{"content":"ok"}}]}'), 256 * 1024);
     const p = await make([record(1), escaped, record(2)]);
     assert.ok(!(p.buffer instanceof SharedArrayBuffer));
@@ -138,14 +138,15 @@ test('a capture whose worker is gone prepares the content itself: nothing is los
   const r = record(4);
   capture.record(r);
   assert.equal(await capture.close(2000), 0);
-  let batches: CaptureBatchV3[] = [];
+  let batches: Uint8Array[] = [];
   await waitFor('the batch', async () => {
-    batches = (await bus.fetch(10, 10)).map((m) => JSON.parse(Buffer.from(m.data).toString('utf8')) as CaptureBatchV3);
+    batches = (await bus.fetch(10, 10)).map((m) => m.data);
     return batches.length === 1;
   });
-  const rec = batchRecords(batches[0]!)[0]!;
+  const rec = messageRecords(batches[0]!)[0]!;
   assert.ok(rec.content !== null && rec.content.request.includes('[SECRET:openai]'));
-  assert.ok(!JSON.stringify(batches).includes(LEAKED));
+  // The message's bytes as they travel (format v4: the texts in them as they are).
+  assert.ok(!Buffer.from(batches[0]!).toString('utf8').includes(LEAKED));
 });
 
 /** A served stream of `n` Anthropic deltas, its usage in message_start and message_delta. */
@@ -163,7 +164,7 @@ function streamed(i: number): RequestRecord {
 async function published(bus: MemoryBus, requests: number): Promise<{ records: WireRecord[] }[]> {
   const batches: { records: WireRecord[] }[] = [];
   await waitFor(`${requests} requests published`, async () => {
-    for (const m of await bus.fetch(10, 10)) batches.push({ records: batchRecords(JSON.parse(Buffer.from(m.data).toString('utf8')) as CaptureBatchV3) });
+    for (const m of await bus.fetch(10, 10)) batches.push({ records: messageRecords(m.data) });
     return batches.reduce((n, b) => n + b.records.length, 0) >= requests;
   });
   return batches;
@@ -447,9 +448,9 @@ test('an answer larger than a batch is published as several batches, each where 
     const buffers = new Set(msgs.map((m) => m.data.buffer));
     assert.equal(buffers.size, 1);
     assert.ok(msgs.every((m) => m.data.length < m.data.buffer.byteLength));
-    const recs = msgs.flatMap((m) => batchRecords(JSON.parse(Buffer.from(m.data).toString('utf8')) as CaptureBatchV3));
+    const recs = msgs.flatMap((m) => messageRecords(m.data));
     assert.deepEqual(recs.map((r) => [r.seq, r.outputTokens]), [...Array(16).keys()].map((i) => [100 + i, 20 + i]));
-    assert.ok(msgs.every((m) => (JSON.parse(Buffer.from(m.data).toString('utf8')) as CaptureBatchV3).records.length <= 3));
+    assert.ok(msgs.every((m) => messageRecords(m.data).length <= 3));
   } finally {
     await w.close();
   }

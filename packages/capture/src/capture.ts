@@ -21,8 +21,8 @@ import type { BusPublisher } from '@sightline/bus';
 import type { CaptureConfig } from '@sightline/config';
 import type { RequestRecord } from './record.js';
 import { batchHead, recordUsage, usageMembers, wireHead } from './wire.js';
-import { contentJsonParts, contentOf, type ContentOptions, type ContentPreparer } from './content.js';
-import { BATCH_HEAD_ROOM, RECORD_GAP_BYTES, BatchCutter, JobBatch, PagePool, jobsOf, partsBuffer, partsBytes, preparedViews, prepareJob, recordParts, recordsBytes } from './job.js';
+import { contentOf, contentWire, type ContentOptions, type ContentPreparer } from './content.js';
+import { BATCH_HEAD_ROOM, RECORD_GAP_BYTES, BatchCutter, JobBatch, PagePool, jobsOf, partsBuffer, preparedViews, prepareJob, recordParts, recordPartsOf, recordsBytes } from './job.js';
 import { Spool, type SpoolEntry } from './spool.js';
 import type { CaptureSink, CaptureStats } from './sink.js';
 
@@ -180,17 +180,18 @@ export class Capture implements CaptureSink {
    */
   #serialise(rec: RequestRecord): Buffer {
     const content = this.#content;
-    // The v3 record standing for toWire(rec, content) (core wire.ts), written part by part
-    // (contentJsonParts: a one-byte prompt is not widened beside a two-byte answer).
+    // The v4 record standing for toWire(rec, content) (core wire.ts), written part by part
+    // (contentWire: a one-byte prompt is not widened beside a two-byte answer).
     const head = `${wireHead(rec)},${usageMembers(recordUsage(rec))},"content":`;
     if (content !== undefined) {
       for (const maxBytes of [content.maxBytes, content.maxBytes / 4, content.maxBytes / 16]) {
-        const parts = [head, ...contentJsonParts(contentOf(rec, maxBytes === content.maxBytes ? content : { ...content, maxBytes: Math.floor(maxBytes) })), '}'];
-        const n = partsBytes(parts);
-        if (n <= MAX_RECORD_BYTES) return partsBuffer(parts, n);
+        const c = contentOf(rec, maxBytes === content.maxBytes ? content : { ...content, maxBytes: Math.floor(maxBytes) });
+        const r = recordPartsOf(head, c === null ? null : contentWire(c));
+        if (r.bytes <= MAX_RECORD_BYTES) return partsBuffer(r.parts, r.bytes);
       }
     }
-    return partsBuffer([head, 'null', '}']);
+    const r = recordPartsOf(head, null);
+    return partsBuffer(r.parts, r.bytes);
   }
 
   record(rec: RequestRecord): void {
@@ -306,7 +307,8 @@ export class Capture implements CaptureSink {
         if (data === null) {
           try {
             here ??= jobsOf(message);
-            data = partsBuffer(recordParts(here.heads[i]!, prepareJob(here.jobs[i]!, content.maxBytes, content.keepBase64, content.redactSecrets)));
+            const r = recordParts(here.heads[i]!, prepareJob(here.jobs[i]!, content.maxBytes, content.keepBase64, content.redactSecrets));
+            data = partsBuffer(r.parts, r.bytes);
           } catch (e) {
             this.stats.dropped++;
             this.#onError(e);

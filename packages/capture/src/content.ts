@@ -183,23 +183,35 @@ export function contentFrom(rec: ContentInput, opts: ContentOptions): WireConten
 }
 
 /**
- * The content's JSON in parts that are `JSON.stringify(c)` when joined: the request text and
- * the response text each its own string, never concatenated. A response with one character
- * past Latin-1 (any emoji, CJK, a typographic dash: common in model output) is a two-byte
- * string in V8; joined with a one-byte prompt, the whole record became two-byte when it was
- * encoded, and V8 widened every character of the prompt into fresh memory first: about 1 ms
- * for a 64 KiB prompt here, much of it page faults (loop rig, perf, 2 December). Written
- * part by part (job.ts writeParts), each keeps its own encoding.
+ * The content as a v4 record carries it (core wire.ts): its JSON member, in which the request
+ * and response texts are their UTF-8 byte lengths, and the two texts themselves, which follow
+ * the record's JSON line as they are. Nothing is escaped: as JSON strings (format v3) the texts
+ * cost ~2.5 times as much to write (a prompt's quotes, its non-ASCII), and the ingester's
+ * JSON.parse read them back escape by escape.
+ *
+ * The texts stay separate strings, never concatenated. A response with one character past
+ * Latin-1 (any emoji, CJK, a typographic dash: common in model output) is a two-byte string in
+ * V8; joined with a one-byte prompt, V8 widened every character of the prompt into fresh
+ * memory first: about 1 ms for a 64 KiB prompt here, much of it page faults (loop rig, perf, 2
+ * December). Written one by one (job.ts writeParts), each keeps its own encoding.
  */
-export function contentJsonParts(c: WireContent | null): string[] {
-  if (c === null) return ['null'];
-  return [
-    `{"policy":${JSON.stringify(c.policy)},"request":`,
-    JSON.stringify(c.request),
-    `,"requestBytes":${c.requestBytes},"requestTruncated":${c.requestTruncated},"response":`,
-    JSON.stringify(c.response),
-    `,"responseBytes":${c.responseBytes},"responseTruncated":${c.responseTruncated},"redactions":${JSON.stringify(c.redactions)}}`,
-  ];
+export interface ContentWire {
+  json: string;
+  request: string;
+  response: string;
+  /** UTF-8 bytes of the two texts. */
+  textBytes: number;
+}
+
+export function contentWire(c: WireContent): ContentWire {
+  const requestLength = Buffer.byteLength(c.request);
+  const responseLength = Buffer.byteLength(c.response);
+  return {
+    json: `{"policy":${JSON.stringify(c.policy)},"request":${requestLength},"requestBytes":${c.requestBytes},"requestTruncated":${c.requestTruncated},"response":${responseLength},"responseBytes":${c.responseBytes},"responseTruncated":${c.responseTruncated},"redactions":${JSON.stringify(c.redactions)}}`,
+    request: c.request,
+    response: c.response,
+    textBytes: requestLength + responseLength,
+  };
 }
 
 // The job types of job.ts live here, beside ContentPreparer that carries them (job.ts imports
@@ -221,13 +233,10 @@ export interface RecordJob {
   content: ContentInput | null;
 }
 
-/**
- * What a job becomes: the usage members, and the content JSON in parts (`['null']` when
- * none) that are `JSON.stringify(content)` when joined (contentJsonParts).
- */
+/** What a job becomes: the usage members, and the content as a v4 record carries it (null: none). */
 export interface PreparedTail {
   usageJson: string;
-  contentParts: string[];
+  content: ContentWire | null;
 }
 
 /**

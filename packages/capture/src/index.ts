@@ -1,12 +1,12 @@
 export { RequestRecord, keepResponseChunk, RESPONSE_KEEP_BYTES } from './record.js';
 export { recordUsage, toWire, batchHead, usageMembers, usageOfKept, wireHead } from './wire.js';
-export { BATCH_HEAD_ROOM, BatchCutter, answerAreaBytes, answerFromArea, answerInArea, answerRecordsAt, resetAnswerArea, JobBatch, PagePool, jobCount, jobsOf, prepareJob, preparedViews, recordJson, recordParts, recordsBytes, partsBuffer } from './job.js';
-export type { BatchCut, JobsMessage, PreparedRecords, RecordJob, PreparedTail, UsageInput } from './content.js';
+export { BATCH_HEAD_ROOM, BatchCutter, answerAreaBytes, answerFromArea, answerInArea, answerRecordsAt, resetAnswerArea, JobBatch, PagePool, jobCount, jobsOf, prepareJob, preparedViews, recordText, recordParts, recordPartsOf, recordsBytes, partsBuffer } from './job.js';
+export type { BatchCut, JobsMessage, PreparedRecords, RecordJob, PreparedTail, ContentWire, UsageInput } from './content.js';
 export { extractUsage, hasTokenDelta, NO_USAGE } from './usage.js';
 export type { Usage } from './usage.js';
 export { Capture } from './capture.js';
 export type { CaptureOptions } from './capture.js';
 export type { CaptureSink, CaptureStats } from './sink.js';
 export { Spool } from './spool.js';
-export { keepContent, contentFrom, contentInputOf, contentJsonParts, contentOf, placeholderBase64 } from './content.js';
+export { keepContent, contentFrom, contentInputOf, contentWire, contentOf, placeholderBase64 } from './content.js';
 export type { ContentInput, ContentOptions, ContentPreparer, SecretRedactor } from './content.js';

@@ -8,7 +8,7 @@
  */
 import { RECORD_V3_NUMBER_BYTES } from '@sightline/core';
 import type { RequestRecord } from './record.js';
-import { contentFrom, contentJsonParts, type BatchCut, type ContentInput, type JobsMessage, type PreparedRecords, type PreparedTail, type RecordJob, type SecretRedactor } from './content.js';
+import { contentFrom, contentWire, type BatchCut, type ContentInput, type ContentWire, type JobsMessage, type PreparedRecords, type PreparedTail, type RecordJob, type SecretRedactor } from './content.js';
 import { headFlags, headNumbers, headOfParts, headStrings, usageMembers, usageOfKept } from './wire.js';
 
 /** Under NATS's default max_payload with room for the rest of the record (capture.ts MAX_RECORD_BYTES). */
@@ -197,11 +197,13 @@ function sameParts(out: readonly (Buffer | string)[], response: readonly Buffer[
 
 /**
  * The bytes a record is expected to take, from its head's bytes and its request and kept answer
- * bytes: JSON escaping adds a quarter or so to a JSON body (its quotes), and the usage and the
- * content's other fields are well under 1 KiB.
+ * bytes: a v4 record carries the texts as they are (core wire.ts), so about their bytes; an
+ * eighth more for placeholders longer than what they replace (and invalid UTF-8, each byte of
+ * which becomes three). The usage and the content's other fields are well under 1 KiB. A batch
+ * past its estimate comes back by message instead of in the area (recordsBytes).
  */
 function jobEstimate(headBytes: number, contentBytes: number): number {
-  return headBytes + 1024 + 1.5 * contentBytes;
+  return headBytes + 1024 + 1.125 * contentBytes;
 }
 
 /**
@@ -300,27 +302,40 @@ export function prepareJob(job: RecordJob, maxBytes: number, keepBase64: boolean
     const u = job.usage;
     usageJson = usageMembers(usageOfKept(u === null || u.bytes === null ? null : [asBuffer(u.bytes)], u?.stream ?? false, u?.partial ?? false));
   }
-  let contentParts = ['null'];
+  let content: ContentWire | null = null;
   if (job.content !== null) {
     for (const max of [maxBytes, Math.floor(maxBytes / 4), Math.floor(maxBytes / 16)]) {
-      const parts = contentJsonParts(contentFrom(job.content, { maxBytes: max, keepBase64, redactSecrets }));
-      if (partsBytes(parts) <= MAX_CONTENT_BYTES) {
-        contentParts = parts;
+      const w = contentWire(contentFrom(job.content, { maxBytes: max, keepBase64, redactSecrets }));
+      if (Buffer.byteLength(w.json) + w.textBytes <= MAX_CONTENT_BYTES) {
+        content = w;
         break;
       }
     }
   }
-  return { usageJson, contentParts };
+  return { usageJson, content };
 }
 
-/** The record's JSON in parts, from its head and its prepared tail (see contentJsonParts). */
-export function recordParts(head: string, tail: PreparedTail): string[] {
-  return [`${head},${tail.usageJson},"content":`, ...tail.contentParts, '}'];
+/**
+ * A v4 record in parts (core wire.ts), from its head and its prepared tail: its JSON line, then
+ * its content's texts as they are (contentWire). `bytes`: their UTF-8 bytes, counted once.
+ */
+export function recordParts(head: string, tail: PreparedTail): { parts: string[]; bytes: number } {
+  return recordPartsOf(`${head},${tail.usageJson},"content":`, tail.content);
 }
 
-/** The record's v3 JSON from its head and its prepared tail (it stands for toWire(…): core wire.ts wireRecordOfV3). */
-export function recordJson(head: string, tail: PreparedTail): string {
-  return recordParts(head, tail).join('');
+/** A v4 record in parts from its JSON up to its content (`…,"content":`) and its content. */
+export function recordPartsOf(upToContent: string, content: ContentWire | null): { parts: string[]; bytes: number } {
+  if (content === null) {
+    const line = `${upToContent}null}\n`;
+    return { parts: [line], bytes: Buffer.byteLength(line) };
+  }
+  const line = `${upToContent}${content.json}}\n`;
+  return { parts: [line, content.request, content.response], bytes: Buffer.byteLength(line) + content.textBytes };
+}
+
+/** The v4 record as one string, from its head and its prepared tail (it stands for toWire(…): core wire.ts). */
+export function recordText(head: string, tail: PreparedTail): string {
+  return recordParts(head, tail).parts.join('');
 }
 
 /** UTF-8 bytes of the parts. */
@@ -397,7 +412,7 @@ export function recordsBytes(heads: readonly string[], jobs: readonly RecordJob[
   // Each record is written as soon as it is made, so its JSON string dies young: keeping a
   // batch's strings until the end (to size the buffer exactly) had the young generation copy
   // them at every scavenge (16 KiB prompts: p50 207 µs a record against a best of 49).
-  // The buffer starts at an estimate (JSON escaping adds a little to a JSON body) and doubles
+  // The buffer starts at an estimate (jobEstimate) and doubles
   // when a record does not fit; what is left at its end goes with it.
   let out: Buffer;
   let at = 0;
@@ -410,7 +425,7 @@ export function recordsBytes(heads: readonly string[], jobs: readonly RecordJob[
   const starts: number[] = [];
   let first = true;
   for (let i = 0; i < jobs.length; i++) {
-    let j: string[] | null = null;
+    let j: { parts: string[]; bytes: number } | null = null;
     try {
       j = recordParts(heads[i]!, prepareJob(jobs[i]!, maxBytes, keepBase64, redactSecrets));
     } catch {
@@ -421,7 +436,7 @@ export function recordsBytes(heads: readonly string[], jobs: readonly RecordJob[
       spans[2 * i + 1] = -1;
       continue;
     }
-    const n = partsBytes(j);
+    const n = j.bytes;
     const room = cutter.add(n) || first;
     first = false;
     const need = (room ? BATCH_HEAD_ROOM : 0) + n + RECORD_GAP.length;
@@ -436,7 +451,7 @@ export function recordsBytes(heads: readonly string[], jobs: readonly RecordJob[
     }
     spans[2 * i] = at;
     spans[2 * i + 1] = n;
-    at += writeParts(j, out, at);
+    at += writeParts(j.parts, out, at);
     at += RECORD_GAP.copy(out, at);
   }
   return { buffer: out.buffer, spans, starts: Int32Array.from(starts) };

@@ -176,7 +176,7 @@ export function toWire(r: RequestRecord, content?: ContentOptions): WireRecord {
   };
 }
 
-/** The header of a v3 message, up to (not including) its records. */
+/** The header of a v4 message, up to (not including) its records. */
 export function batchHead(instance: string, batch: string, requests: number, publishedAtUnixNano: bigint, originUnixNano: bigint): string {
-  return `{"v":3,"instance":${JSON.stringify(instance)},"batch":${JSON.stringify(batch)},"requests_count":${requests},"published_at_unix_nano":"${publishedAtUnixNano}","origin_unix_nano":"${originUnixNano}"`;
+  return `{"v":4,"instance":${JSON.stringify(instance)},"batch":${JSON.stringify(batch)},"requests_count":${requests},"published_at_unix_nano":"${publishedAtUnixNano}","origin_unix_nano":"${originUnixNano}"`;
 }

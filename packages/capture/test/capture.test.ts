@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { RequestRecord, extractUsage, hasTokenDelta, keepResponseChunk, Capture, RESPONSE_KEEP_BYTES, toWire } from '@sightline/capture';
 import { MemoryBus, type BusPublisher } from '@sightline/bus';
-import { batchRecords, type CaptureBatchV3 } from '@sightline/core';
+import { batchRecords, readCaptureMessage, type CaptureBatchV4 } from '@sightline/core';
 import type { CaptureConfig } from '@sightline/config';
 import { captureConfig, servedRecord } from '../../../test/support/records.js';
 
@@ -110,8 +110,8 @@ test('capture batches records and publishes each batch once with a message id', 
   assert.equal(cap.stats.queued, 0);
   const msgs = await bus.fetch(100, 100);
   assert.equal(msgs.length, 3);
-  const batches = msgs.map((m) => JSON.parse(Buffer.from(m.data).toString('utf8')) as CaptureBatchV3);
-  assert.deepEqual(batches.map((b) => [b.v, b.instance, b.batch, b.requests_count, b.records.length]), [[3, 'gw-a', '1', 10, 10], [3, 'gw-a', '2', 10, 10], [3, 'gw-a', '3', 5, 5]]);
+  const batches = msgs.map((m) => readCaptureMessage(m.data) as CaptureBatchV4);
+  assert.deepEqual(batches.map((b) => [b.v, b.instance, b.batch, b.requests_count, b.records.length]), [[4, 'gw-a', '1', 10, 10], [4, 'gw-a', '2', 10, 10], [4, 'gw-a', '3', 5, 5]]);
   assert.deepEqual(msgs.map((m) => m.msgId), ['gw-a/1', 'gw-a/2', 'gw-a/3']);
   assert.deepEqual(batches.flatMap((b) => batchRecords(b).map((r) => r.seq)), Array.from({ length: 25 }, (_, i) => i + 1));
 });

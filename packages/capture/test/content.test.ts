@@ -1,8 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BATCH_HEAD_ROOM, BatchCutter, Capture, JobBatch, PagePool, RequestRecord, preparedViews, contentJsonParts, contentOf, jobCount, jobsOf, keepContent, keepResponseChunk, placeholderBase64, prepareJob, recordJson, recordsBytes, recordUsage, usageMembers, wireHead, NO_USAGE, type ContentOptions } from '@sightline/capture';
+import { BATCH_HEAD_ROOM, BatchCutter, Capture, JobBatch, PagePool, RequestRecord, preparedViews, contentWire, contentOf, jobCount, jobsOf, keepContent, keepResponseChunk, placeholderBase64, prepareJob, recordPartsOf, recordText, recordsBytes, recordUsage, usageMembers, wireHead, NO_USAGE, type ContentOptions } from '@sightline/capture';
 import { MemoryBus } from '@sightline/bus';
-import { batchRecords, type CaptureBatchV3, type WireRecord } from '@sightline/core';
+import { messageRecords, readCaptureMessage, type WireRecord } from '@sightline/core';
 import { captureConfig, servedRecord, wireJson, wireOf } from '../../../test/support/records.js';
 
 const noRedact: ContentOptions['redactSecrets'] = (text) => ({ text, counts: {} });
@@ -122,7 +122,8 @@ test('records made from a flat batch of jobs (issue 15) read back as the records
     batch.add(r, o.maxBytes);
     expected.push(wireJson(r, o));
     // The record as the serving thread makes it without a content thread (capture.ts #serialise).
-    here.push(`${wireHead(r)},${usageMembers(recordUsage(r))},"content":${JSON.stringify(contentOf(r, o))}}`);
+    const c = contentOf(r, o);
+    here.push(recordPartsOf(`${wireHead(r)},${usageMembers(recordUsage(r))},"content":`, c === null ? null : contentWire(c)).parts.join(''));
   }
   assert.equal(batch.length, cases.length);
   // Every byte the jobs need was copied into the pages, the 200 KiB request among them.
@@ -132,7 +133,7 @@ test('records made from a flat batch of jobs (issue 15) read back as the records
   assert.equal(jobCount(message), cases.length);
   const { heads, jobs } = jobsOf(message);
   for (let i = 0; i < cases.length; i++) {
-    const got = recordJson(heads[i]!, prepareJob(jobs[i]!, o.maxBytes, false, redactSecrets));
+    const got = recordText(heads[i]!, prepareJob(jobs[i]!, o.maxBytes, false, redactSecrets));
     assert.deepEqual(wireOf(got), expected[i], cases[i]![0]);
     assert.equal(got, here[i], `${cases[i]![0]}: the same bytes as made on the serving thread`);
   }
@@ -168,7 +169,7 @@ test('an answer relayed as it came is copied once for the usage and the content;
     batch.add(r, 1024);
     assert.equal(batch.bytes, request.length + response * (translated ? 2 : 1), translated ? 'the answer copied apart' : 'one copy for both');
     const { heads, jobs } = jobsOf(structuredClone(batch.message()));
-    const got = wireOf(recordJson(heads[0]!, prepareJob(jobs[0]!, 1024, false, noRedact)));
+    const got = wireOf(recordText(heads[0]!, prepareJob(jobs[0]!, 1024, false, noRedact)));
     assert.deepEqual(got, wireJson(r, opts(1024)));
     assert.equal(got.outputTokens, 1);
     assert.match(JSON.stringify(got.content), /hello/);
@@ -205,7 +206,7 @@ test('a batch of records made whole as bytes (the worker thread\'s answer): each
     const rec = records[i]!;
     assert.equal(rec.buffer, buffer);
     assert.deepEqual(wireOf(rec), expected[i]);
-    assert.equal(rec.length, Buffer.byteLength(recordJson(heads[i]!, prepareJob(jobs[i]!, o.maxBytes, false, o.redactSecrets))));
+    assert.equal(rec.length, Buffer.byteLength(recordText(heads[i]!, prepareJob(jobs[i]!, o.maxBytes, false, o.redactSecrets))));
   }
   // The buffer holds the records and may run on past them (it is sized ahead, job.ts).
   assert.ok(buffer.byteLength >= BATCH_HEAD_ROOM + records[0]!.length + records[2]!.length + 4);
@@ -249,7 +250,7 @@ const redactKeys: ContentOptions['redactSecrets'] = (text) => {
   return { text: text.replaceAll('sk-proj-', '[SECRET:openai]'), counts };
 };
 
-test('content JSON in parts is JSON.stringify of the content when joined: a two-byte answer, secrets, cuts, none', () => {
+test('content in a v4 record: its JSON member gives the texts\' UTF-8 lengths and the texts follow the record\'s line as they are; read back, it is the content (a two-byte answer, secrets, cuts, none)', () => {
   const o: ContentOptions = { maxBytes: 64, keepBase64: false, redactSecrets: redactKeys };
   const cases: [string, (r: RequestRecord) => void][] = [
     ['ASCII prompt, two-byte answer', (r) => { r.requestBody = Buffer.from('{"messages":[{"content":"plain ascii prompt"}]}'); keepContent(r, 'answer 🙂 你好 — done', o.maxBytes); }],
@@ -260,13 +261,25 @@ test('content JSON in parts is JSON.stringify of the content when joined: a two-
     const r = new RequestRecord();
     r.contentPolicy = 'full';
     fill(r);
-    const c = contentOf(r, o);
-    assert.equal(contentJsonParts(c).join(''), JSON.stringify(c), name);
+    const c = contentOf(r, o)!;
+    const w = contentWire(c);
+    assert.deepEqual(JSON.parse(w.json), { ...c, request: Buffer.byteLength(c.request), response: Buffer.byteLength(c.response) }, name);
+    assert.equal(w.textBytes, Buffer.byteLength(c.request + c.response), name);
+    // The texts are the strings themselves, not copies joined into one.
+    assert.equal(w.request, c.request);
+    assert.equal(w.response, c.response);
+    const head = `${wireHead(r)},${usageMembers(recordUsage(r))},"content":`;
+    const rec = recordPartsOf(head, w);
+    assert.equal(rec.parts.length, 3);
+    assert.ok(rec.parts[0]!.endsWith('}\n') && !rec.parts[0]!.slice(0, -1).includes('\n'), `${name}: one JSON line, then the texts`);
+    assert.equal(rec.bytes, Buffer.byteLength(rec.parts.join('')), name);
+    assert.deepEqual(wireOf(rec.parts.join('')).content, c, name);
   }
-  assert.deepEqual(contentJsonParts(null), ['null']);
+  const none = recordPartsOf('{"s":[],"content":', null);
+  assert.deepEqual(none.parts, ['{"s":[],"content":null}\n']);
 });
 
-test('a capture without a content thread publishes each record as its v3 record (toWire\'s record); content escaped past the record bound is cut harder', async () => {
+test('a capture without a content thread publishes each record as its v4 record (toWire\'s record); content past the record bound is cut harder', async () => {
   const bus = new MemoryBus();
   const o: ContentOptions = { maxBytes: 256 * 1024, keepBase64: false, redactSecrets: redactKeys };
   const capture = new Capture({ instance: 'gw-parts', config: captureConfig({ flushIntervalMs: 60_000, batchMaxRequests: 3 }), publisher: bus, content: o });
@@ -279,8 +292,10 @@ test('a capture without a content thread publishes each record as its v3 record 
     return r;
   };
   const plain = make(0, Buffer.from(`{"messages":[{"content":"${'the quick brown fox '.repeat(3000)}"}]}`), 'answer 🙂 你好');
-  // 200 KiB of control characters: each is escaped to six bytes, past the record bound at 256 KiB.
-  const escaped = make(1, Buffer.alloc(200 * 1024, 1), 'ok');
+  // 200 KiB of invalid UTF-8 on each side: each byte becomes U+FFFD, three bytes, and the two
+  // texts (1.2 MB) are past the record bound (960 KiB) at 256 KiB; a quarter of that fits.
+  const escaped = make(1, Buffer.alloc(200 * 1024, 0xff), '');
+  keepContent(escaped, Buffer.alloc(200 * 1024, 0xff), o.maxBytes);
   const none = servedRecord({ seq: 2 });
   for (const r of [plain, escaped, none]) {
     capture.record(r);
@@ -288,9 +303,8 @@ test('a capture without a content thread publishes each record as its v3 record 
   }
   assert.equal(await capture.close(5000), 0);
   const [m] = await bus.fetch(1, 100);
-  const batch = JSON.parse(Buffer.from(m!.data).toString('utf8')) as CaptureBatchV3;
-  assert.equal(batch.v, 3);
-  const records = batchRecords(batch);
+  assert.equal((readCaptureMessage(m!.data) as { v: number }).v, 4);
+  const records = messageRecords(m!.data);
   assert.deepEqual(records, expected);
   assert.equal(records[1]!.content!.request.length, 64 * 1024);
   assert.equal(records[1]!.content!.requestTruncated, true);

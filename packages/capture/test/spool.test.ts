@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Capture, RequestRecord, Spool } from '@sightline/capture';
 import { MemoryBus, type BusPublisher } from '@sightline/bus';
 import type { CaptureConfig } from '@sightline/config';
-import { batchRecords, type CaptureBatchV3 } from '@sightline/core';
+import { messageRecords } from '@sightline/core';
 import { waitFor } from '../../../test/support/servers.js';
 import { captureConfig, refusedRecord } from '../../../test/support/records.js';
 
@@ -33,7 +33,7 @@ async function seqsOn(bus: MemoryBus): Promise<{ seqs: number[]; ids: string[] }
   const ids: string[] = [];
   for (const m of await bus.fetch(1000, 50)) {
     ids.push(m.msgId);
-    for (const r of batchRecords(JSON.parse(Buffer.from(m.data).toString()) as CaptureBatchV3)) seqs.push(r.seq);
+    for (const r of messageRecords(m.data)) seqs.push(r.seq);
     await m.ack();
   }
   return { seqs, ids };
@@ -137,7 +137,7 @@ test('with a real NATS server, hundreds of requests per batch stay under its 1 M
     assert.ok(cap.stats.publishedBatches >= 4, `${cap.stats.publishedBatches} batches`);
     const con = await NatsConsumer.open(await connectNats(nats.url, 'c'));
     const got = await con.fetch(100, 1000);
-    assert.equal(got.reduce((n, m) => n + (JSON.parse(Buffer.from(m.data).toString()) as { records: unknown[] }).records.length, 0), 800);
+    assert.equal(got.reduce((n, m) => n + messageRecords(m.data).length, 0), 800);
     assert.ok(got.every((m) => m.data.length <= 512 * 1024));
     await cap.close(100);
     await con.close();

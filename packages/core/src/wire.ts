@@ -21,6 +21,22 @@
  * (issue 15); the doubles travel bit for bit instead. `wireRecordOfV3` reads one back into a
  * WireRecord.
  *
+ * Message format v4, written since 3 December 2026 (later): the same envelope and records as
+ * v3, but a record's content texts travel as raw UTF-8 bytes after the record instead of inside it
+ * as escaped JSON strings. Each record is its v3 JSON with `content.request` and
+ * `content.response` given as the byte lengths of the two texts, then a newline, then the request
+ * text's bytes and the response text's bytes (none when `content` is null):
+ *   {"v":4,…,"records":[<record JSON>\n<request bytes><response bytes>,<record JSON>\n…]}
+ * with `,` or `, ` between records.
+ * JSON text never holds a raw newline, so the first newline after a record's start ends its
+ * JSON. Escaping a prompt into JSON (its quotes, its non-ASCII) was about 60 % of the content's
+ * cost in the gateway's content thread (issue 15; docs/benchmarks.md); the bytes are now written
+ * as they are, and read back with one UTF-8 decode each. A v4 message is not JSON: read it with
+ * `readCaptureMessage`, which gives it the shape of a parsed v3 message (`v` 4). An ingester
+ * must read v4 before any gateway writes it: upgrade ingesters first.
+ *
+ * Format v3, still read (gateways of earlier versions, their disk spools).
+ *
  * Format v2, still read (gateways of earlier versions, their disk spools): the same envelope
  * with `"v":2` and `"records":[WireRecord, …]`, each field by name.
  * `origin_unix_nano` is the Unix time of the gateway process's monotonic origin: a mark m
@@ -167,6 +183,11 @@ export interface CaptureBatchV2 {
   records: WireRecord[];
 }
 
+/** A bus message of format v4 as readCaptureMessage reads it: a v3 message with `v` 4. */
+export interface CaptureBatchV4 extends Omit<CaptureBatchV3, 'v'> {
+  v: 4;
+}
+
 /** A bus message of format v3, parsed: its records are RecordV3 (read them with wireRecordOfV3). */
 export interface CaptureBatchV3 {
   v: 3;
@@ -279,7 +300,84 @@ export function wireRecordOfV3(x: unknown): unknown {
   };
 }
 
-/** The records of a parsed v2 or v3 batch, as WireRecords (v3 read with wireRecordOfV3; not checked). */
-export function batchRecords(b: CaptureBatchV2 | CaptureBatchV3): WireRecord[] {
-  return b.v === 3 ? (b.records.map(wireRecordOfV3) as WireRecord[]) : b.records;
+/** The records of a parsed v2, v3 or v4 batch, as WireRecords (v3 and v4 read with wireRecordOfV3; not checked). */
+export function batchRecords(b: CaptureBatchV2 | CaptureBatchV3 | CaptureBatchV4): WireRecord[] {
+  return b.v === 2 ? b.records : (b.records.map(wireRecordOfV3) as WireRecord[]);
+}
+
+/** A bus message that is not a capture message of a known format, and why. */
+export class CaptureMessageError extends Error {
+  override readonly name = 'CaptureMessageError';
+}
+
+const V4_START = Buffer.from('{"v":4,');
+const RECORDS_START = Buffer.from(',"records":[');
+const NEWLINE = 0x0a;
+/** The texts a v4 record's content carries after it, in this order. */
+const V4_TEXTS = ['request', 'response'] as const;
+
+/**
+ * A bus message of any format, parsed: v1 to v3 are JSON; a v4 message's records are read one
+ * by one, each record's texts put back into its content as strings, so that it has the shape of
+ * a parsed v3 message (with `v` 4). What the object holds is for the caller to check (spans
+ * decode.ts). Throws CaptureMessageError when the bytes are neither JSON nor a v4 message.
+ */
+export function readCaptureMessage(data: Uint8Array): unknown {
+  const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  if (buf.length < V4_START.length || buf.compare(V4_START, 0, V4_START.length, 0, V4_START.length) !== 0) {
+    try {
+      return JSON.parse(buf.toString('utf8'));
+    } catch (e) {
+      throw new CaptureMessageError(`not JSON: ${(e as Error).message}`);
+    }
+  }
+  // The header's strings are JSON-escaped: the first `,"records":[` ends it.
+  const h = buf.indexOf(RECORDS_START);
+  if (h === -1) throw new CaptureMessageError('a v4 message needs a records list');
+  let head: Record<string, unknown>;
+  try {
+    head = JSON.parse(`${buf.toString('utf8', 0, h)}}`) as Record<string, unknown>;
+  } catch (e) {
+    throw new CaptureMessageError(`v4 header is not JSON: ${(e as Error).message}`);
+  }
+  const records: unknown[] = [];
+  let at = h + RECORDS_START.length;
+  // An empty list (no gateway writes one, but it is well-formed).
+  if (buf.length === at + 2 && buf[at] === 0x5d && buf[at + 1] === 0x7d) return { ...head, records };
+  for (;;) {
+    const i = records.length;
+    const nl = buf.indexOf(NEWLINE, at);
+    if (nl === -1) throw new CaptureMessageError(`record ${i}: no newline after its JSON`);
+    let r: unknown;
+    try {
+      r = JSON.parse(buf.toString('utf8', at, nl));
+    } catch (e) {
+      throw new CaptureMessageError(`record ${i}: not JSON: ${(e as Error).message}`);
+    }
+    at = nl + 1;
+    const c = typeof r === 'object' && r !== null ? (r as { content?: unknown }).content : undefined;
+    if (typeof c === 'object' && c !== null) {
+      const content = c as Record<string, unknown>;
+      for (const k of V4_TEXTS) {
+        const n = content[k];
+        if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0 || at + n > buf.length) throw new CaptureMessageError(`record ${i}: content.${k} is not a length of the bytes that follow`);
+        content[k] = buf.toString('utf8', at, at + n);
+        at += n;
+      }
+    }
+    records.push(r);
+    // Between records `,` (a batch copied together) or `, ` (one written in place, capture.ts).
+    if (buf[at] === 0x2c) {
+      at += buf[at + 1] === 0x20 ? 2 : 1;
+      continue;
+    }
+    if (buf[at] === 0x5d && buf[at + 1] === 0x7d && at + 2 === buf.length) break;
+    throw new CaptureMessageError(`record ${i}: not followed by \`,\` or the message's end`);
+  }
+  return { ...head, records };
+}
+
+/** The records of a bus message of format v2, v3 or v4, as WireRecords (not checked; tests and tools). */
+export function messageRecords(data: Uint8Array): WireRecord[] {
+  return batchRecords(readCaptureMessage(data) as CaptureBatchV2 | CaptureBatchV3 | CaptureBatchV4);
 }

@@ -1,18 +1,18 @@
 /**
- * Reading capture messages (@sightline/core wire.ts) in the ingester: checks each v3 or v2
- * record's shape (a v3 record read into the WireRecord it stands for), builds its request row and spans (spans.ts), and passes v1 messages'
+ * Reading capture messages (@sightline/core wire.ts) in the ingester: checks each v4, v3 or v2
+ * record's shape (a v3 or v4 record read into the WireRecord it stands for), builds its request row and spans (spans.ts), and passes v1 messages'
  * prebuilt rows through. Anything that is not a well-formed batch is a BadBatchError,
  * which the ingester dead-letters.
  */
 import type { CaptureBatchV1, RequestRow, SpanRow, WireContent, WireRecord } from '@sightline/core';
-import { STAGES, wireRecordOfV3 } from '@sightline/core';
+import { CaptureMessageError, STAGES, readCaptureMessage, wireRecordOfV3 } from '@sightline/core';
 import { BadBatchError } from './errors.js';
 import type { SpanBuilder } from './spans.js';
 import { hasLoneSurrogate, prepareContent, wellFormed, type ContentRow, type PreparedContent, type RedactText } from './content.js';
 
 /** A bus message read back: its rows, ready for ClickHouse. */
 export interface DecodedBatch {
-  v: 1 | 2 | 3;
+  v: 1 | 2 | 3 | 4;
   instance: string;
   batch: string;
   published_at_unix_nano: string;
@@ -106,16 +106,16 @@ export function checkWireRecord(x: unknown, i: number): WireRecord {
 const DECIMAL = /^\d{1,20}$/;
 
 /**
- * Reads a bus message (v1, v2 or v3) into rows; for v2 and v3, builds each record's request row and
+ * Reads a bus message (v1 to v4) into rows; for v2 to v4, builds each record's request row and
  * spans with `builder`. Throws BadBatchError for anything that is not a well-formed batch.
  */
 export function decodeBatch(data: Uint8Array, builder: SpanBuilder, opts: DecodeOptions = {}): DecodedBatch {
   const redact = opts.redactPersonal ?? null;
   let parsed: unknown;
   try {
-    parsed = JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8'));
+    parsed = readCaptureMessage(data);
   } catch (e) {
-    throw new BadBatchError(`not JSON: ${(e as Error).message}`);
+    throw new BadBatchError(e instanceof CaptureMessageError ? e.message : `not readable: ${(e as Error).message}`);
   }
   if (typeof parsed !== 'object' || parsed === null) throw new BadBatchError('not a JSON object');
   const b = parsed as Record<string, unknown>;
@@ -126,8 +126,9 @@ export function decodeBatch(data: Uint8Array, builder: SpanBuilder, opts: Decode
     if (!Array.isArray(v1.requests) || !Array.isArray(v1.spans)) throw new BadBatchError('a v1 batch needs requests and spans arrays');
     return { v: 1, instance: v1.instance, batch: v1.batch, published_at_unix_nano: published, requests: v1.requests, spans: v1.spans, content: [], contentWithheld: 0 };
   }
-  if (b.v !== 2 && b.v !== 3) throw new BadBatchError(`unknown capture batch version ${JSON.stringify(b.v)}`);
-  const v3 = b.v === 3;
+  if (b.v !== 2 && b.v !== 3 && b.v !== 4) throw new BadBatchError(`unknown capture batch version ${JSON.stringify(b.v)}`);
+  // v4 is read into v3's shape (readCaptureMessage).
+  const v3 = b.v !== 2;
   if (typeof b.origin_unix_nano !== 'string' || !DECIMAL.test(b.origin_unix_nano)) throw new BadBatchError('origin_unix_nano must be a decimal string');
   if (!Array.isArray(b.records)) throw new BadBatchError(`a v${b.v} batch needs a records array`);
   const origin = BigInt(b.origin_unix_nano);
@@ -166,7 +167,7 @@ export function decodeBatch(data: Uint8Array, builder: SpanBuilder, opts: Decode
     for (const s of built.spans) spans.push(s);
     if (c !== null && prepared !== null) content.push(contentRow(w, c, prepared, built.request));
   }
-  return { v: v3 ? 3 : 2, instance: b.instance, batch: b.batch, published_at_unix_nano: published, requests, spans, content, contentWithheld };
+  return { v: b.v as 2 | 3 | 4, instance: b.instance, batch: b.batch, published_at_unix_nano: published, requests, spans, content, contentWithheld };
 }
 
 /** The record with personal data replaced in its end user, session and tag values (all of them, when there is no redactor). */

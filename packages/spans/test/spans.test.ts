@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { RequestRecord, Capture, toWire } from '@sightline/capture';
 import { SpanBuilder, stageIntervals, decodeBatch, BadBatchError } from '@sightline/spans';
 import { MemoryBus } from '@sightline/bus';
-import { STAGES, ATTEMPT_SPAN } from '@sightline/core';
+import { STAGES, ATTEMPT_SPAN, messageRecords, readCaptureMessage } from '@sightline/core';
 import type { CaptureConfig } from '@sightline/config';
 import { batchOf, captureConfig, refusedRecord, servedRecord } from '../../../test/support/records.js';
 
@@ -123,7 +123,7 @@ test('what the gateway publishes decodes into each request\'s row and spans: roo
   assert.equal(await cap.flush(5000), 0);
   const builder = new SpanBuilder();
   const batches = (await bus.fetch(100, 100)).map((m) => decodeBatch(m.data, builder));
-  assert.deepEqual(batches.map((b) => [b.v, b.instance, b.batch, b.requests.length]), [[3, 'gw-a', '1', 10], [3, 'gw-a', '2', 10], [3, 'gw-a', '3', 5]]);
+  assert.deepEqual(batches.map((b) => [b.v, b.instance, b.batch, b.requests.length]), [[4, 'gw-a', '1', 10], [4, 'gw-a', '2', 10], [4, 'gw-a', '3', 5]]);
   const requests = batches.flatMap((b) => b.requests);
   assert.deepEqual(requests.map((r) => r.trace_id), sent.map((r) => r.traceId));
   assert.ok(requests.every((r) => r.instance === 'gw-a' && r.http_status === 200));
@@ -133,7 +133,7 @@ test('what the gateway publishes decodes into each request\'s row and spans: roo
   assert.equal(spans.filter((s) => s.name === ATTEMPT_SPAN).length, 25);
 });
 
-test('a v3 batch (records by position, numbers as their doubles) gives the rows the same records give as v2 (by name)', async () => {
+test('a v4 batch (records by position, numbers as their doubles, content texts after each record) gives the rows the same records give as v3 (all JSON) and as v2 (by name)', async () => {
   const bus = new MemoryBus();
   const cap = new Capture({ instance: 'gw-v3', config: cfg, publisher: bus });
   const sent = [servedRecord({ seq: 1, usage: { prompt: 5, completion: 7, cached: 2 }, tags: { env: 'prod' }, endUser: 'u"1' }), servedRecord({ seq: 2, retried: true }), refusedRecord({ seq: 3 })];
@@ -143,17 +143,23 @@ test('a v3 batch (records by position, numbers as their doubles) gives the rows 
   for (const r of sent) cap.record(r);
   assert.equal(await cap.flush(5000), 0);
   const [m] = await bus.fetch(1, 100);
-  const v3 = JSON.parse(Buffer.from(m!.data).toString('utf8')) as { v: number; records: { s: unknown[]; n: string; f: number }[] };
-  assert.equal(v3.v, 3);
-  assert.deepEqual(v3.records.map((r) => [r.s.length, Buffer.from(r.n, 'base64').length, r.f]), [[20, 184, 0], [20, 184, 2 | 4 | 8 | 16], [20, 184, 1]]);
-  // The same records by name, as a gateway of the last version published them.
-  const v2 = { ...v3, v: 2, records: sent.map((r) => JSON.parse(JSON.stringify(toWire(r))) as unknown) };
+  const v4 = readCaptureMessage(m!.data) as { v: number; records: { s: unknown[]; n: string; f: number }[] };
+  assert.equal(v4.v, 4);
+  assert.deepEqual(v4.records.map((r) => [r.s.length, Buffer.from(r.n, 'base64').length, r.f]), [[20, 184, 0], [20, 184, 2 | 4 | 8 | 16], [20, 184, 1]]);
+  // The same records as a v3 gateway published them (read back, a v4 record has a v3 record's shape)…
+  const v3 = { ...v4, v: 3 };
+  // …and by name, as a v2 gateway did.
+  const v2 = { ...v4, v: 2, records: sent.map((r) => JSON.parse(JSON.stringify(toWire(r))) as unknown) };
   const a = decodeBatch(m!.data, new SpanBuilder());
+  const c = decodeBatch(Buffer.from(JSON.stringify(v3)), new SpanBuilder());
   const b = decodeBatch(Buffer.from(JSON.stringify(v2)), new SpanBuilder());
-  assert.equal(a.v, 3);
+  assert.equal(a.v, 4);
+  assert.equal(c.v, 3);
   assert.equal(b.v, 2);
   assert.deepEqual(a.requests, b.requests);
   assert.deepEqual(a.spans, b.spans);
+  assert.deepEqual(c.requests, b.requests);
+  assert.deepEqual(c.spans, b.spans);
   assert.equal(a.requests[0]!.input_tokens, 5);
   assert.equal(a.spans.length, b.spans.length);
 });
@@ -172,7 +178,7 @@ test('what is not a well-formed batch is a BadBatchError naming the problem; v1 
     assert.fail(`decoded: ${JSON.stringify(x)}`);
   };
   assert.match(refused('not json').message, /^not JSON/);
-  assert.match(refused({ v: 4, instance: 'gw', batch: '1' }).message, /unknown capture batch version 4/);
+  assert.match(refused({ v: 5, instance: 'gw', batch: '1' }).message, /unknown capture batch version 5/);
   // v3 records: by position, or not at all.
   const v3 = (record: unknown) => ({ v: 3, instance: 'gw', batch: '1', requests_count: 1, published_at_unix_nano: '1', origin_unix_nano: '1', records: [record] });
   const n = Buffer.alloc(184).toString('base64');
@@ -185,6 +191,21 @@ test('what is not a well-formed batch is a BadBatchError naming the problem; v1 
   assert.match(refused(v3({ s: strings, n, f: 0.5, ...tail })).message, /^record 0: not a v3 record/);
   assert.equal(refused(v3({ s: [42, ...strings.slice(1)], n, f: 0, ...tail })).message, 'record 0: traceId is not a string');
   assert.equal(refused(v3({ s: strings, n, f: 0, ...tail, inputTokens: 'many' })).message, 'record 0: inputTokens is not a finite number');
+  // v4 records: a JSON line, then the content's texts by their UTF-8 lengths.
+  const v4 = (records: string): string => `{"v":4,"instance":"gw","batch":"1","requests_count":1,"published_at_unix_nano":"1","origin_unix_nano":"1","records":[${records}]}`;
+  const line = (content: unknown): string => JSON.stringify({ s: strings, n, f: 0, ...tail, content });
+  const c = { policy: 'full', request: 7, requestBytes: 7, requestTruncated: false, response: 3, responseBytes: 3, responseTruncated: false, redactions: {} };
+  const good = v4(`${line(c)}\nhéllo\nök, ${line(null)}\n`);
+  assert.deepEqual(messageRecords(enc(good)).map((r) => [r.content?.request, r.content?.response]), [['héllo\n', 'ök'], [undefined, undefined]], 'the texts are read by their lengths; a newline in them is text');
+  assert.equal(decodeBatch(enc(good), builder).requests.length, 2);
+  assert.equal(decodeBatch(enc(v4('')), builder).requests.length, 0, 'an empty list');
+  assert.match(refused(v4(line(null))).message, /^record 0: no newline after its JSON/);
+  assert.match(refused(v4(`${line({ ...c, request: 99 })}\nhéllo\nök`)).message, /^record 0: content.request is not a length of the bytes that follow/);
+  assert.match(refused(v4(`${line({ ...c, response: -1 })}\nhéllo\nök`)).message, /^record 0: content.response is not a length/);
+  assert.match(refused(v4(`${line(c)}\nhéllo\nökX`)).message, /^record 0: not followed by `,` or the message's end/);
+  assert.match(refused(v4(`${line(null)}\n, {nope}\n`)).message, /^record 1: not JSON/);
+  assert.match(refused('{"v":4,oops,"records":[]}').message, /^v4 header is not JSON/);
+  assert.match(refused('{"v":4,"instance":"gw"}').message, /^a v4 message needs a records list/);
   const b = batchOf('gw', 1, [servedRecord(), servedRecord()]);
   (b.records[1] as unknown as Record<string, unknown>).t0 = 'yesterday';
   assert.equal(refused(b).message, 'record 1: t0 is not a finite number');
