@@ -98,16 +98,27 @@ export class Exchange implements AttemptOwner {
   readonly #onDrain = (): void => {
     this.#attempt?.resume();
   };
+  /**
+   * Builds the request for a target; null once the last target has its request. It holds the
+   * parsed body (and with it the prompt's text): a request in flight keeps it no longer than
+   * it can be needed, so thousands in flight do not carry it through every collection (issue 15).
+   */
+  #prepare: Prepare | null;
+  /** The request last built, for `#preparedFor`: a retry on the same target sends it again. */
+  #prepared: PreparedRequest | null = null;
+  #preparedFor: Target | null = null;
 
   constructor(
     readonly rec: RequestRecord,
     readonly res: ClientResponse,
     readonly route: PreparedRoute,
     readonly order: Target[],
-    readonly prepare: Prepare,
+    prepare: Prepare,
     readonly fail: Fail,
     readonly limits: RelayLimits,
-  ) {}
+  ) {
+    this.#prepare = prepare;
+  }
 
   start(): void {
     const t = this.route.config.timeoutMs;
@@ -147,13 +158,21 @@ export class Exchange implements AttemptOwner {
       return;
     }
     let prepared: PreparedRequest;
-    try {
-      prepared = this.prepare(target);
-    } catch (e) {
-      target.breaker.release();
-      this.#finish(e instanceof GatewayError ? e : new GatewayError('internal_error', 'could not prepare the upstream request', null, { cause: e }));
-      return;
+    if (target === this.#preparedFor && this.#prepared !== null) prepared = this.#prepared;
+    else {
+      try {
+        if (this.#prepare === null) throw new Error('no request builder left for a target not tried yet');
+        prepared = this.#prepare(target);
+      } catch (e) {
+        target.breaker.release();
+        this.#finish(e instanceof GatewayError ? e : new GatewayError('internal_error', 'could not prepare the upstream request', null, { cause: e }));
+        return;
+      }
+      this.#prepared = prepared;
+      this.#preparedFor = target;
     }
+    // The last target has its request: nothing needs the builder (and the parsed body) again.
+    if (this.#targetIdx === this.order.length - 1) this.#prepare = null;
     const t = now();
     if (first) {
       rec.tBuilt = t;

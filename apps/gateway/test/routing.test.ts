@@ -97,6 +97,12 @@ test('a 500 then a 200 is retried on the same target; both attempts are spans', 
   const { data, response } = await openai().chat.completions.create({ model: 'retry-model', messages: [{ role: 'user', content: 'x' }] }).withResponse();
   assert.equal(data.object, 'chat.completion');
   assert.equal(a.stats().openai, 2);
+  // The retry sends the request built for the first attempt again (exchange.ts): the model
+  // renamed for the target, the trace context the same.
+  const [first, second] = a.lastRequests().filter((q) => q.path === '/v1/chat/completions');
+  assert.equal((first!.body as { model: string }).model, 'gpt-4o');
+  assert.deepEqual(second!.body, first!.body);
+  assert.equal(second!.headers.traceparent, first!.headers.traceparent);
   const { request, spans: s } = await captured(response.headers.get('x-sightline-trace-id')!);
   assert.equal(request.http_status, 200);
   const attempts = s.filter((x) => x.name === ATTEMPT_SPAN).sort((x, y) => Number(BigInt(x.start_time_unix_nano) - BigInt(y.start_time_unix_nano)));
@@ -117,6 +123,9 @@ test('a 429 falls back to the next target at once', async () => {
   assert.equal(r.model, 'gpt-4o-b', 'answered by the second target');
   assert.equal(a.stats().openai, 1);
   assert.equal(b.stats().openai, 1);
+  // Each target gets the request built for it: the second its own model.
+  assert.equal((a.lastRequests().at(-1)!.body as { model: string }).model, 'gpt-4o');
+  assert.equal((b.lastRequests().at(-1)!.body as { model: string }).model, 'gpt-4o-b');
 });
 
 test('when every target fails, the last provider error reaches the client in its dialect', async () => {
