@@ -5,8 +5,10 @@
 # gateway. A bare Node hop (bench/src/peers/node-proxy.ts, or PROXY_SRC under bench/src/peers) is started too.
 # CONFIG_A: a configuration file (SIGHTLINE_CONFIG) for this tree's capture-on gateway, e.g. other batch bounds.
 # ENV_A / ENV_B: extra NAME=value settings for this tree's / the before tree's capture-on gateway (e.g. SIGHTLINE_CONTENT_THREAD=0).
-# loop-stop.sh stops them by pid. loop-pipeline.ts adds clickhouse-server and the ingester (pid in $LOOP_DIR/pipeline.pid).
+# COMPILED=1: this tree's gateways run from apps/gateway/dist (tsc -b first) with --conditions=production, as the
+# Docker image runs them: real line numbers in profiles, no tsx. loop-stop.sh stops them by pid. loop-pipeline.ts adds clickhouse-server and the ingester (pid in $LOOP_DIR/pipeline.pid).
 set -e
+GW_MAIN="--import tsx apps/gateway/src/main.ts"; [ "${COMPILED:-}" = 1 ] && GW_MAIN="--conditions=production apps/gateway/dist/main.js"
 D=${LOOP_DIR:-/tmp/loop/run}
 # A rig still running in $D is stopped first: its pid files are about to be removed.
 [ -d "$D" ] && LOOP_DIR=$D bash "$(dirname "$0")/loop-stop.sh" 2>/dev/null
@@ -22,8 +24,8 @@ if [ "${BEFORE_TREE:?a checkout of the code to compare with, or none}" != none ]
   (cd "$BEFORE_TREE" && GATEWAY_PORT=$PB SIGHTLINE_SPOOL_DIR=$D/spool-b exec env ${ENV_B:-} node $GWFLAGS_B --import tsx apps/gateway/src/main.ts > $D/gw-b.log 2>&1) & echo $! > $D/gw-b.pid
 else PB=$PA; fi
 node $GWFLAGS_PROXY --import tsx bench/src/peers/${PROXY_SRC:-node-proxy.ts} --port $PP --upstream http://127.0.0.1:$MP > $D/proxy.log 2>&1 & echo $! > $D/proxy.pid
-GATEWAY_PORT=$PA SIGHTLINE_SPOOL_DIR=$D/spool-a SIGHTLINE_CONFIG=${CONFIG_A:-} env ${ENV_A:-} node $GWFLAGS_A --import tsx apps/gateway/src/main.ts > $D/gw-a.log 2>&1 & echo $! > $D/gw-a.pid
-GATEWAY_PORT=$POFF SIGHTLINE_SPOOL_DIR=$D/spool-off SIGHTLINE_BENCH_CAPTURE_OFF=1 node $GWFLAGS_OFF --import tsx apps/gateway/src/main.ts > $D/gw-off.log 2>&1 & echo $! > $D/gw-off.pid
+GATEWAY_PORT=$PA SIGHTLINE_SPOOL_DIR=$D/spool-a SIGHTLINE_CONFIG=${CONFIG_A:-} env ${ENV_A:-} node $GWFLAGS_A $GW_MAIN > $D/gw-a.log 2>&1 & echo $! > $D/gw-a.pid
+GATEWAY_PORT=$POFF SIGHTLINE_SPOOL_DIR=$D/spool-off SIGHTLINE_BENCH_CAPTURE_OFF=1 node $GWFLAGS_OFF $GW_MAIN > $D/gw-off.log 2>&1 & echo $! > $D/gw-off.pid
 if [ "$BEFORE_TREE" != none ]; then echo "MOCK=$MP BEFORE=$PB AFTER=$PA OFF=$POFF PROXY=$PP NATS=$NP" > $D/ports
 else echo "MOCK=$MP ON=$PA OFF=$POFF PROXY=$PP NATS=$NP" > $D/ports; fi
 for i in $(seq 1 60); do curl -s -o /dev/null http://127.0.0.1:$PB/healthz && curl -s -o /dev/null http://127.0.0.1:$PA/healthz && curl -s -o /dev/null http://127.0.0.1:$POFF/healthz && grep -q listening $D/proxy.log && break; sleep 0.5; done
