@@ -6,7 +6,7 @@
 //   - CPU: the server process's CPU per request (/proc utime+stime) over CONC-concurrent requests.
 // Servers on CPU 1, this client on CPU 0 (the bench's layout), alternated ROUNDS times. Loopback only; every loop
 // is bounded by its request count.
-// usage: node apps/gateway/scripts/fastify-cost.mjs   (ROUNDS=2 SEQ=3000 CONC=8 REQS=30000)
+// usage: node apps/gateway/scripts/fastify-cost.mjs   (ROUNDS=2 SEQ=3000 CONC=8 REQS=30000 KINDS=node,fastify[,fastify-json])
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -51,10 +51,14 @@ if (role === 'server') {
       t = performance.now();
     });
     app.removeAllContentTypeParsers();
-    app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => {
+    const parser = (_req, body, done) => {
       waits.push((performance.now() - t) * 1000);
       done(null, body);
-    });
+    };
+    app.addContentTypeParser('*', { parseAs: 'buffer' }, parser);
+    // fastify-json: the same parser named for application/json too, which fastify then finds
+    // by the header's string; for the catch-all alone it parses the header every request.
+    if (kind === 'fastify-json') app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parser);
     app.post('/v1/chat/completions', (_req, reply) => answer(reply.raw));
     app.get('/waits', (_req, reply) => report(reply.raw));
     await app.listen({ port: 0, host: '127.0.0.1' });
@@ -74,7 +78,8 @@ if (role === 'server') {
   };
   const rows = [];
   for (let r = 0; r < ROUNDS; r++) {
-    for (const k of r % 2 === 0 ? ['node', 'fastify'] : ['fastify', 'node']) {
+    const kinds = (process.env.KINDS ?? 'node,fastify').split(',');
+    for (const k of r % 2 === 0 ? kinds : [...kinds].reverse()) {
       const child = spawn('taskset', ['-c', '1', process.execPath, fileURLToPath(import.meta.url), 'server', k], { stdio: ['ignore', 'pipe', 'inherit'] });
       const port = await new Promise((resolve, reject) => {
         child.stdout.once('data', (d) => resolve(Number(String(d).trim())));

@@ -30,6 +30,7 @@ const S = {
 };
 const targets = ports.BEFORE ? { direct: Number(ports.MOCK), before: Number(ports.BEFORE), after: Number(ports.AFTER), off: Number(ports.OFF) } : { direct: Number(ports.MOCK), on: Number(ports.ON), off: Number(ports.OFF) };
 if (ports.PROXY) targets.proxy = Number(ports.PROXY);
+if (ports.READER) targets.reader = Number(ports.READER);
 const clients = {};
 for (const [k, p] of Object.entries(targets)) clients[k] = new Pool(`http://127.0.0.1:${p}`, { connections: 16, pipelining: 1 });
 function one(client, s) {
@@ -77,4 +78,4 @@ for (const sk of SCEN) {
 }
 if (process.env.OUT) (await import('node:fs')).writeFileSync(process.env.OUT, JSON.stringify(out, null, 1));
 for (const c of Object.values(clients)) await c.close();
-for (const [tk, p] of Object.entries(targets)) { if (tk === 'direct' || tk === 'proxy') continue; const t = await (await fetch(`http://127.0.0.1:${p}/metrics`)).text(); console.log(tk, t.split('\n').filter((l) => /event_loop/.test(l) && !l.startsWith('#')).join(' | ')); }
+for (const [tk, p] of Object.entries(targets)) { if (tk === 'direct' || tk === 'proxy' || tk === 'reader') continue; const t = await (await fetch(`http://127.0.0.1:${p}/metrics`)).text(); console.log(tk, t.split('\n').filter((l) => /event_loop/.test(l) && !l.startsWith('#')).join(' | ')); }

@@ -170,6 +170,22 @@ test('an incoming traceparent is honoured', async () => {
   assert.equal(spans.find((s) => s.is_root === 1)?.parent_span_id, '00f067aa0ba902b7');
 });
 
+test('a body is read as the bytes it came as, whatever its content type says', async () => {
+  // application/json has its own entry in fastify's parser table, the rest the catch-all: both
+  // must hand the route the same bytes.
+  for (const ct of ['application/json', 'application/json; charset=utf-8', 'text/plain', 'application/octet-stream']) {
+    mock.reset();
+    const body = JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: `typed ${ct} é` }] });
+    const res = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': ct }, body });
+    assert.equal(res.status, 200, ct);
+    await res.arrayBuffer();
+    const up = mock.lastRequests().at(-1)!;
+    assert.equal((up.body as { messages: { content: string }[] }).messages[0]!.content, `typed ${ct} é`, ct);
+    const { request } = await capturedRequest(res.headers.get('x-sightline-trace-id')!);
+    assert.equal(request.request_bytes, Buffer.byteLength(body), ct);
+  }
+});
+
 async function post(body: string | Buffer, headers: Record<string, string> = { 'content-type': 'application/json' }) {
   const res = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers, body });
   const json = (await res.json()) as { error: { message: string; type: string; param: string | null; code: string } };

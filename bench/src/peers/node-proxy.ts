@@ -4,7 +4,13 @@
  * with undici and relays the response (status, headers, body chunks) as it arrives: no
  * parsing, no routing, no capture.
  *
- *   node --import tsx bench/src/peers/node-proxy.ts --port 9000 --upstream http://127.0.0.1:8090 [--client free-list|pool]
+ *   node --import tsx bench/src/peers/node-proxy.ts --port 9000 --upstream http://127.0.0.1:8090 [--client free-list|pool] [--read-body]
+ *
+ * `--read-body` (measurement aid, not a bench arm): the proxy first reads the whole body and
+ * parses it as JSON for its `model`, as any hop that routes by model must, and forwards the bytes
+ * it read; a body that is not a JSON object with a string `model` gets a 400. It is the floor of
+ * a routing hop, against which a gateway's own work can be told from the wait for the body
+ * (docs/benchmarks.md, "What the serving thread's time is made of").
  *
  * Upstream connections (--client):
  * - `free-list` (default): one undici Client (one socket) per connection, idle ones kept in a
@@ -91,7 +97,7 @@ class Relay implements Dispatcher.DispatchHandler {
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { port: { type: 'string' }, upstream: { type: 'string' }, connections: { type: 'string' }, client: { type: 'string' } },
+    options: { port: { type: 'string' }, upstream: { type: 'string' }, connections: { type: 'string' }, client: { type: 'string' }, 'read-body': { type: 'boolean' } },
     strict: true,
   });
   const port = Number(values.port ?? '0');
@@ -131,7 +137,34 @@ async function main(): Promise<void> {
     c.dispatch(opts, new Relay(req, res, () => idle.push(c)));
   };
 
+  const readBody = values['read-body'] === true;
+  /** `--read-body`: the whole body, parsed for its model, then forwarded as the bytes read. */
+  const forwardRead = (req: IncomingMessage, res: ServerResponse): void => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+      let model: unknown;
+      try {
+        model = (JSON.parse(body.toString('utf8')) as { model?: unknown } | null)?.model;
+      } catch {
+        model = undefined;
+      }
+      if (typeof model !== 'string') {
+        const err = JSON.stringify({ error: { message: 'node-proxy: the body must be a JSON object with a string model', type: 'invalid_request_error' } });
+        res.writeHead(400, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(err) });
+        res.end(err);
+        return;
+      }
+      forward({ path: req.url ?? '/', method: (req.method ?? 'POST') as Dispatcher.HttpMethod, headers: forwardable(req.headers), body }, req, res);
+    });
+  };
+
   const server = createServer((req, res) => {
+    if (readBody && req.method !== 'GET' && req.method !== 'HEAD') {
+      forwardRead(req, res);
+      return;
+    }
     forward(
       {
         path: req.url ?? '/',
@@ -157,7 +190,7 @@ async function main(): Promise<void> {
   });
   const addr = server.address();
   const actual = typeof addr === 'object' && addr !== null ? addr.port : port;
-  process.stdout.write(`node-proxy listening on http://127.0.0.1:${actual} (upstream client: ${mode})\n`);
+  process.stdout.write(`node-proxy listening on http://127.0.0.1:${actual} (upstream client: ${mode}${readBody ? ', reads the body first' : ''})\n`);
 
   let stopping = false;
   const stop = (): void => {
