@@ -7,7 +7,8 @@
 # CONFIG_A: a configuration file (SIGHTLINE_CONFIG) for this tree's capture-on gateway, e.g. other batch bounds.
 # ENV_A / ENV_B: extra NAME=value settings for this tree's / the before tree's capture-on gateway (e.g. SIGHTLINE_CONTENT_THREAD=0).
 # COMPILED=1: this tree's gateways run from apps/gateway/dist (tsc -b first) with --conditions=production, as the
-# Docker image runs them: real line numbers in profiles, no tsx. loop-stop.sh stops them by pid. loop-pipeline.ts adds clickhouse-server and the ingester (pid in $LOOP_DIR/pipeline.pid).
+# Docker image runs them: real line numbers in profiles, no tsx.
+# loop-stop.sh stops them by pid. loop-pipeline.ts adds clickhouse-server and the ingester (pid in $LOOP_DIR/pipeline.pid).
 set -e
 GW_MAIN="--import tsx apps/gateway/src/main.ts"; [ "${COMPILED:-}" = 1 ] && GW_MAIN="--conditions=production apps/gateway/dist/main.js"
 D=${LOOP_DIR:-/tmp/loop/run}
