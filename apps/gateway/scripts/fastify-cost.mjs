@@ -76,9 +76,8 @@ if (role === 'server') {
     const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
     return (Number(f[11]) + Number(f[12])) * 10;
   };
-  const rows = [];
+  const kinds = (process.env.KINDS ?? 'node,fastify').split(',');
   for (let r = 0; r < ROUNDS; r++) {
-    const kinds = (process.env.KINDS ?? 'node,fastify').split(',');
     for (const k of r % 2 === 0 ? kinds : [...kinds].reverse()) {
       const child = spawn('taskset', ['-c', '1', process.execPath, fileURLToPath(import.meta.url), 'server', k], { stdio: ['ignore', 'pipe', 'inherit'] });
       const port = await new Promise((resolve, reject) => {
@@ -113,7 +112,6 @@ if (role === 'server') {
       await pool.close();
       child.kill('SIGTERM');
       await new Promise((r) => child.once('exit', r));
-      rows.push({ k, wait: median(waits), client: median(client), cpu });
       console.log(`${k.padEnd(8)} round ${r + 1}: request -> body p50 ${median(waits).toFixed(1)} µs, client round trip p50 ${median(client).toFixed(1)} µs, server CPU ${cpu.toFixed(1)} µs/request (${CONC} concurrent)`);
     }
   }
