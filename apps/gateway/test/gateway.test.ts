@@ -173,16 +173,58 @@ test('an incoming traceparent is honoured', async () => {
 test('a body is read as the bytes it came as, whatever its content type says', async () => {
   // application/json has its own entry in fastify's parser table, the rest the catch-all: both
   // must hand the route the same bytes.
+  // application/json exactly is the fast path's (past fastify's lifecycle), the rest fastify's.
   for (const ct of ['application/json', 'application/json; charset=utf-8', 'text/plain', 'application/octet-stream']) {
     mock.reset();
     const body = JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: `typed ${ct} é` }] });
+    const fast = gw.core.fastPathServed;
     const res = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': ct }, body });
     assert.equal(res.status, 200, ct);
+    assert.equal(gw.core.fastPathServed - fast, ct === 'application/json' ? 1 : 0, `${ct}: the path it took`);
     await res.arrayBuffer();
     const up = mock.lastRequests().at(-1)!;
     assert.equal((up.body as { messages: { content: string }[] }).messages[0]!.content, `typed ${ct} é`, ct);
     const { request } = await capturedRequest(res.headers.get('x-sightline-trace-id')!);
     assert.equal(request.request_bytes, Buffer.byteLength(body), ct);
+  }
+});
+
+test('the fast path and fastify answer alike: answers, errors, headers, records', async () => {
+  // The same requests, once as the SDKs send them (the fast path) and once with a charset
+  // parameter (fastify's lifecycle): everything but the ids must match.
+  const cases: [string, string, string][] = [
+    ['an answer', '/v1/chat/completions', JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'same' }] })],
+    ['a stream', '/v1/chat/completions', JSON.stringify({ model: 'gpt-4o', stream: true, messages: [{ role: 'user', content: 'same' }] })],
+    ['Anthropic, translated', '/v1/messages', JSON.stringify({ model: 'gpt-4o', max_tokens: 16, messages: [{ role: 'user', content: 'same' }] })],
+    ['broken JSON', '/v1/chat/completions', '{"model": "gpt-4o", "messages": ['],
+    ['broken JSON, Anthropic', '/v1/messages', '{"model": '],
+    ['an unknown model', '/v1/chat/completions', JSON.stringify({ model: 'llama-9', messages: [] })],
+    ['no messages', '/v1/messages', JSON.stringify({ model: 'claude-x', max_tokens: 5 })],
+    ['an empty body', '/v1/embeddings', ''],
+    ['embeddings', '/v1/embeddings', JSON.stringify({ model: 'gpt-4o', input: 'same' })],
+    ['a provider down', '/v1/chat/completions', JSON.stringify({ model: 'dead-1', messages: [{ role: 'user', content: 'same' }] })],
+  ];
+  const shown = ['content-type', 'x-sightline-cache', 'retry-after'];
+  for (const [what, path, body] of cases) {
+    const seen: { status: number; headers: (string | null)[]; body: string; row: Partial<RequestRow> }[] = [];
+    for (const ct of ['application/json', 'application/json; charset=utf-8']) {
+      const fast = gw.core.fastPathServed;
+      const res = await fetch(`${gw.url}${path}`, { method: 'POST', headers: { 'content-type': ct, authorization: 'Bearer sk-client', 'anthropic-version': '2023-06-01' }, body });
+      const text = await res.text();
+      assert.equal(gw.core.fastPathServed - fast, ct === 'application/json' ? 1 : 0, `${what}, ${ct}: the path it took`);
+      const traceId = res.headers.get('x-sightline-trace-id') ?? '';
+      assert.match(traceId, /^[0-9a-f]{32}$/, what);
+      const { request } = await capturedRequest(traceId);
+      // Ids, times and the generated answer's own ids differ from request to request.
+      const stable = text.replace(/"(id|created|system_fingerprint)":("[^"]*"|\d+)/g, '"$1":_').replace(/chatcmpl-[A-Za-z0-9_-]+|msg_[A-Za-z0-9_-]+/g, '_');
+      seen.push({
+        status: res.status,
+        headers: shown.map((h) => res.headers.get(h)),
+        body: stable,
+        row: { http_status: request.http_status, error_type: request.error_type, model: request.model, provider: request.provider, route: request.route, request_bytes: request.request_bytes, response_bytes: request.response_bytes, stream: request.stream },
+      });
+    }
+    assert.deepEqual(seen[0], seen[1], what);
   }
 });
 
