@@ -237,8 +237,8 @@ test('/v1/models lists the configured model names in either dialect', async () =
 test('the HTTP/2 cleartext listener serves the same API', async () => {
   assert.ok(gw.h2cUrl !== null);
   const session = h2connect(gw.h2cUrl);
-  try {
-    const { status, traceId, body } = await new Promise<{ status: number; traceId: string; body: string }>((resolve, reject) => {
+  const post = (model: string) =>
+    new Promise<{ status: number; traceId: string; body: string }>((resolve, reject) => {
       const req = session.request({ ':method': 'POST', ':path': '/v1/chat/completions', 'content-type': 'application/json' });
       let status = 0;
       let traceId = '';
@@ -251,13 +251,20 @@ test('the HTTP/2 cleartext listener serves the same API', async () => {
       req.on('data', (d: string) => (body += d));
       req.on('end', () => resolve({ status, traceId, body }));
       req.on('error', reject);
-      req.end(JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'h2' }] }));
+      req.end(JSON.stringify({ model, messages: [{ role: 'user', content: 'h2' }] }));
     });
+  try {
+    const { status, traceId, body } = await post('gpt-4o');
     assert.equal(status, 200);
     assert.match(traceId, /^[0-9a-f]{32}$/);
     assert.equal((JSON.parse(body) as { object: string }).object, 'chat.completion');
     const { request } = await captured(traceId);
     assert.equal(request.http_status, 200);
+    // An error is written on the HTTP/2 response as on HTTP/1.1's, in the client's dialect.
+    const refused = await post('llama-9');
+    assert.equal(refused.status, 404);
+    assert.equal((JSON.parse(refused.body) as { error: { code: string } }).error.code, 'model_not_found');
+    assert.equal((await captured(refused.traceId)).request.error_type, 'model_not_found');
   } finally {
     session.close();
   }
