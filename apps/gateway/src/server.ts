@@ -1,5 +1,6 @@
 /**
- * The gateway's HTTP server: fastify in front, undici behind.
+ * The gateway's HTTP server: fastify in front, undici behind. The proxy routes' common
+ * requests take a fast path past fastify's request lifecycle (buildGateway's fastPath).
  *
  * Per request: one RequestRecord (fixed shape, declared up front with
  * decorateRequest), one close listener that hands it to capture once the response is
@@ -165,9 +166,9 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
   /**
    * The proxy routes' common requests, served without fastify's request lifecycle: a `POST`
    * to one of their exact paths (no query string), `Content-Type: application/json` as the
-   * SDKs send it, and a `Content-Length` within the body limit. Its routing, hooks, request
-   * and reply objects cost these requests about 4 % of their CPU and tens of µs of latency
-   * (docs/benchmarks.md, "Fastify's request lifecycle bypassed"). Everything else (another
+   * SDKs send it, and a `Content-Length` within the body limit. Fastify's routing, hooks,
+   * request and reply objects were 3–4 % of the serving thread in a profile under load
+   * (docs/benchmarks.md, "The fast path past fastify"). Everything else (another
    * content type, a chunked or too large body, a query string, a closing server, HTTP/2) goes
    * through fastify, which answers it as before. Both paths run the same code from the
    * record on (`begin`, `noteBody`, `serve`).
