@@ -262,7 +262,13 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     } catch (e) {
       const ge = e instanceof GatewayError ? e : new GatewayError('internal_error', 'internal error in the gateway', null, { cause: e });
       if (res.headersSent) failRaw(core.logger, req.sl!, res, ge, contentMax);
-      else {
+      else if (req.exchange !== null) {
+        // An exchange owns the response and may still write to it: the connection is ended
+        // instead, and the exchange sees its client gone.
+        if (ge.code === 'internal_error') reportInternal(core.logger, req.sl, req.method, ge);
+        noteError(req, ge);
+        res.destroy();
+      } else {
         if (ge.code === 'internal_error') reportInternal(core.logger, req.sl, req.method, ge);
         sendError(req, res, ge);
       }
