@@ -261,17 +261,13 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
       handle(req, res, api);
     } catch (e) {
       const ge = e instanceof GatewayError ? e : new GatewayError('internal_error', 'internal error in the gateway', null, { cause: e });
-      if (res.headersSent) failRaw(core.logger, req.sl!, res, ge, contentMax);
-      else if (req.exchange !== null) {
-        // An exchange owns the response and may still write to it: the connection is ended
-        // instead, and the exchange sees its client gone.
-        if (ge.code === 'internal_error') reportInternal(core.logger, req.sl, req.method, ge);
-        noteError(req, ge);
-        res.destroy();
-      } else {
-        if (ge.code === 'internal_error') reportInternal(core.logger, req.sl, req.method, ge);
-        sendError(req, res, ge);
-      }
+      if (res.headersSent) return failRaw(core.logger, req.sl!, res, ge, contentMax);
+      if (ge.code === 'internal_error') reportInternal(core.logger, req.sl, req.method, ge);
+      if (req.exchange === null) return sendError(req, res, ge);
+      // An exchange owns the response and may still write to it: the connection is ended
+      // instead, and the exchange sees its client gone.
+      noteError(req, ge);
+      res.destroy();
     }
   }
 
@@ -633,14 +629,7 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
   function noteError(req: ProxyCall, err: GatewayError): string {
     const rec = req.sl;
     const dialect = rec?.dialect ?? dialectOfUrl(req.raw.url ?? '');
-    if (rec !== null) {
-      rec.status = err.status;
-      rec.errorType = err.code;
-      rec.errorMessage = err.message;
-      if (rec.failedStage === null) rec.failedStage = err.stage;
-      rec.tEnd = now();
-      if (rec.tFirstWrite === 0) rec.tFirstWrite = rec.tEnd;
-    }
+    if (rec !== null) recordError(rec, err);
     const out = errorBody(err, dialect);
     if (rec !== null) keepContent(rec, out, contentMax);
     return out;
@@ -829,14 +818,19 @@ function trimmed(s: string): string {
   return s.length > 0 && s.charCodeAt(0) > 0x20 && s.charCodeAt(s.length - 1) > 0x20 ? s : s.trim();
 }
 
-function failRaw(logger: GatewayLogger, rec: RequestRecord, res: ClientResponse, err: GatewayError, contentMax: number): void {
-  if (err.code === 'internal_error') reportInternal(logger, rec, rec.method, err);
+/** The error in the request's record: its status and code, the failed stage, and the answer's end. */
+function recordError(rec: RequestRecord, err: GatewayError): void {
   rec.status = err.status;
   rec.errorType = err.code;
   rec.errorMessage = err.message;
   if (rec.failedStage === null) rec.failedStage = err.stage;
   rec.tEnd = now();
   if (rec.tFirstWrite === 0) rec.tFirstWrite = rec.tEnd;
+}
+
+function failRaw(logger: GatewayLogger, rec: RequestRecord, res: ClientResponse, err: GatewayError, contentMax: number): void {
+  if (err.code === 'internal_error') reportInternal(logger, rec, rec.method, err);
+  recordError(rec, err);
   if (res.headersSent) {
     res.destroy();
     return;
