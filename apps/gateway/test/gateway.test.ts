@@ -171,9 +171,8 @@ test('an incoming traceparent is honoured', async () => {
 });
 
 test('a body is read as the bytes it came as, whatever its content type says', async () => {
-  // application/json has its own entry in fastify's parser table, the rest the catch-all: both
-  // must hand the route the same bytes.
-  // application/json exactly is the fast path's (past fastify's lifecycle), the rest fastify's.
+  // application/json exactly takes the fast path (past fastify's lifecycle); the rest go through
+  // fastify's content-type parsers. All must hand the route the same bytes.
   for (const ct of ['application/json', 'application/json; charset=utf-8', 'text/plain', 'application/octet-stream']) {
     mock.reset();
     const body = JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: `typed ${ct} é` }] });
