@@ -29,6 +29,7 @@ export type GatewayErrorCode =
   | 'no_healthy_target'
   | 'translation_failed'
   | 'client_closed'
+  | 'shutting_down'
   | 'internal_error';
 
 interface ErrorKind {
@@ -67,6 +68,8 @@ const KINDS: Record<GatewayErrorCode, ErrorKind> = {
   no_healthy_target: { status: 503, openai: 'api_error', anthropic: 'overloaded_error', stage: 'route' },
   translation_failed: { status: 400, openai: 'invalid_request_error', anthropic: 'invalid_request_error', stage: 'translate.request' },
   client_closed: { status: 499, openai: 'api_error', anthropic: 'api_error', stage: null },
+  // A request that came on an open connection after the gateway began to shut down; the SDKs retry a 503.
+  shutting_down: { status: 503, openai: 'api_error', anthropic: 'overloaded_error', stage: null },
   internal_error: { status: 500, openai: 'api_error', anthropic: 'api_error', stage: null },
 };
 

@@ -125,13 +125,18 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
   const contentMax = config.capture.contentMaxBytes;
   const directory = core.directory;
   const bodyLimit = config.gateway.bodyLimitBytes;
-  /** Set once fastify starts closing: the fast path then leaves every request to fastify, which answers 503. */
+  /**
+   * Set once fastify starts closing. A request that still comes (on a connection already open)
+   * is then answered 503 `shutting_down` in its dialect and captured, by the `onRequest` hook;
+   * the fast path leaves it to fastify for that. Fastify's own 503 (`return503OnClosing`) would
+   * answer in neither dialect and before any hook, so without a record.
+   */
   let closing = false;
 
   const app = (
     listener.http2 === true
-      ? Fastify({ logger: false, http2: true, bodyLimit, requestIdHeader: false, return503OnClosing: true })
-      : Fastify({ logger: false, bodyLimit, keepAliveTimeout: 72_000, requestIdHeader: false, return503OnClosing: true, forceCloseConnections: 'idle' })
+      ? Fastify({ logger: false, http2: true, bodyLimit, requestIdHeader: false, return503OnClosing: false })
+      : Fastify({ logger: false, bodyLimit, keepAliveTimeout: 72_000, requestIdHeader: false, return503OnClosing: false, forceCloseConnections: 'idle' })
   ) as unknown as FastifyInstance;
   app.decorateRequest('sl', null);
   app.decorateRequest('exchange', null);
@@ -160,6 +165,8 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     const url = req.raw.url ?? '';
     if (!url.startsWith('/v1/') || url.startsWith('/v1/models')) return done();
     begin(req, reply.raw, url);
+    // Answered here, so `done` is not called: fastify then runs nothing more for it.
+    if (closing) return replyError(req, reply, new GatewayError('shutting_down', 'This gateway is shutting down; retry the request (a new connection reaches another replica).'));
     done();
   });
 
@@ -170,7 +177,7 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
    * request and reply objects were 3–4 % of the serving thread in a profile under load
    * (docs/benchmarks.md, "The fast path past fastify"). Everything else (another
    * content type, a chunked or too large body, a query string, a closing server, HTTP/2) goes
-   * through fastify, which answers it as before. Both paths run the same code from the
+   * through fastify and its hooks. Both paths run the same code from the
    * record on (`begin`, `noteBody`, `serve`).
    */
   function fastPath(req: IncomingMessage, res: ServerResponse): boolean {
@@ -260,15 +267,20 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     try {
       handle(req, res, api);
     } catch (e) {
-      const ge = e instanceof GatewayError ? e : new GatewayError('internal_error', 'internal error in the gateway', null, { cause: e });
-      if (res.headersSent) return failRaw(core.logger, req.sl!, res, ge, contentMax);
-      if (ge.code === 'internal_error') reportInternal(core.logger, req.sl, req.method, ge);
-      if (req.exchange === null) return sendError(req, res, ge);
-      // An exchange owns the response and may still write to it: the connection is ended
-      // instead, and the exchange sees its client gone.
-      noteError(req, ge);
-      res.destroy();
+      failed(req, res, e);
     }
+  }
+
+  /** Answers what the route code threw, in the client's dialect; used by `serve` and by the continuations after a wait for a lease. */
+  function failed(req: ProxyCall, res: ServerResponse, e: unknown): void {
+    const ge = e instanceof GatewayError ? e : new GatewayError('internal_error', 'internal error in the gateway', null, { cause: e });
+    if (res.headersSent) return failRaw(core.logger, req.sl!, res, ge, contentMax);
+    if (ge.code === 'internal_error') reportInternal(core.logger, req.sl, req.method, ge);
+    if (req.exchange === null) return sendError(req, res, ge);
+    // An exchange owns the response and may still write to it: the connection is ended
+    // instead, and the exchange sees its client gone.
+    noteError(req, ge);
+    res.destroy();
   }
 
   // Bodies are read as bytes: same-dialect traffic is forwarded as it came, and JSON is
@@ -299,8 +311,10 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     replyError(req, reply, new GatewayError('route_not_found', `no route for ${req.method} ${(req.raw.url ?? '').split('?', 1)[0]}`));
   });
 
-  app.get('/healthz', async () =>
-    directory === null
+  app.get('/healthz', async (_req, reply) =>
+    closing
+      ? reply.code(503).send({ ok: false, instance, closing: true })
+      : directory === null
       ? { ok: true, instance, authentication: 'off', warning: 'authentication is off (SIGHTLINE_ADMIN_TOKEN is not set): anyone who can reach this port sends requests on the configured provider keys' }
       : { ok: true, instance, authentication: 'on', directory: directory.status(), limits: core.governor?.status() ?? null, cache: core.cache?.status() ?? null },
   );
@@ -408,7 +422,7 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
         // Without the client's bound the output could be unbounded: cap it, so the reservation is an upper bound.
         ctl.injectMaxTokens = gen && own === 0 && (input.keyBudget !== null || input.teamBudget !== null || input.keyLimits?.tokens_per_minute !== undefined || input.teamLimits?.tokens_per_minute !== undefined);
         if (input.keyLimits !== null || input.teamLimits !== null) {
-          return admitThen(governor, limitsAdmission(input), rec, (v) => {
+          return admitThen(req, res, governor, limitsAdmission(input), (v) => {
             if (v.ok === false) {
               ctl.headers = rateLimitHeaders(v.headers, Date.now());
               return sendError(req, res, refusalError(v));
@@ -449,19 +463,26 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
   /**
    * Runs `then` with the governor's verdict: at once when it decides in memory, else once the
    * lease it asked for has arrived (a key's first request on this process in a while). A
-   * client gone meanwhile is not served.
+   * client gone meanwhile is not served. After a wait, `then` runs in a promise callback,
+   * outside `serve`: what it throws is answered here, not left an unhandled rejection (which
+   * would end the process).
    */
-  function admitThen(governor: Governor, a: Admission, rec: RequestRecord, then: (v: Admitted | Refused) => void): void {
+  function admitThen(req: ProxyCall, res: ServerResponse, governor: Governor, a: Admission, then: (v: Admitted | Refused) => void): void {
     const v = governor.admit(a, Date.now());
     if (v.ok !== 'wait') return then(v);
     // A lease is on its way. Other requests may take it first: ask again, waiting again if
     // need be, and let the team's policy decide only when waiting no longer helps.
+    const rec = req.sl!;
     let rounds = 0;
     const again = (): void => {
       if (rec.aborted) return;
-      const w = governor.admit(a, Date.now(), ++rounds < 64);
-      if (w.ok !== 'wait') return then(w);
-      w.ready.then(again, again);
+      try {
+        const w = governor.admit(a, Date.now(), ++rounds < 64);
+        if (w.ok !== 'wait') return then(w);
+        w.ready.then(again, again);
+      } catch (e) {
+        failed(req, res, e);
+      }
     };
     v.ready.then(again, again);
   }
@@ -519,7 +540,7 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     // budget: the request's upper-bound cost reserved from the key's and the team's budgets
     // (embeddings: input only; token counts and stored responses cost nothing and reserve nothing).
     if (ctl !== null && input !== null && (input.keyBudget !== null || input.teamBudget !== null) && spends(api)) {
-      return admitThen(core.governor!, budgetAdmission(input, core.priceOf(rec.model)), rec, (v) => {
+      return admitThen(req, res, core.governor!, budgetAdmission(input, core.priceOf(rec.model)), (v) => {
         if (v.ok === false) return sendError(req, res, refusalError(v));
         ctl.budget = v.ticket;
         rec.tBudget = now();
