@@ -19,6 +19,8 @@ const stageNames: readonly string[] = STAGES;
 const isStage = (s: SpanRow) => stageNames.includes(s.name);
 
 let mock: MockServer;
+/** What the gateway `gw` logged as errors (a fault in its own code). */
+const logged: { fields: Record<string, unknown>; msg: string }[] = [];
 let gw: GatewayHandle;
 let keyed: GatewayHandle;
 let bus: MemoryBus;
@@ -71,7 +73,7 @@ before(async () => {
   mock = await startMock({ chunks: 4 });
   bus = new MemoryBus();
   keyedBus = new MemoryBus();
-  gw = await startGateway({ config: config(mock.url), publisher: bus, instance: 'gw-test' });
+  gw = await startGateway({ config: config(mock.url), publisher: bus, instance: 'gw-test', logger: { error: (fields, msg) => logged.push({ fields, msg }) } });
   keyed = await startGateway({ config: config(mock.url, ', api_key: "sk-configured"'), publisher: keyedBus, instance: 'gw-keyed' });
 });
 
@@ -225,6 +227,41 @@ test('the fast path and fastify answer alike: answers, errors, headers, records'
     }
     assert.deepEqual(seen[0], seen[1], what);
   }
+});
+
+test('a fault in the route code is a 500 internal_error in the client\'s dialect on both paths, captured and logged', async () => {
+  // The router has no input that throws: the fault is injected into the running gateway's.
+  const router = gw.core.router;
+  const match = router.match;
+  router.match = function (model: string) {
+    if (model === 'gpt-fault') throw new Error('a fault injected by the test');
+    return match.call(this, model);
+  };
+  try {
+    for (const path of ['/v1/chat/completions', '/v1/messages']) {
+      for (const ct of ['application/json', 'text/plain']) {
+        const what = `${path}, ${ct}`;
+        const fast = gw.core.fastPathServed;
+        const res = await fetch(`${gw.url}${path}`, { method: 'POST', headers: { 'content-type': ct }, body: JSON.stringify({ model: 'gpt-fault', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }) });
+        assert.equal(gw.core.fastPathServed - fast, ct === 'application/json' ? 1 : 0, `${what}: the path it took`);
+        assert.equal(res.status, 500, what);
+        const body = await res.json();
+        if (path === '/v1/messages') assert.deepEqual(body, { type: 'error', error: { type: 'api_error', message: 'internal error in the gateway' } }, what);
+        else assert.deepEqual(body, { error: { message: 'internal error in the gateway', type: 'api_error', param: null, code: 'internal_error' } }, what);
+        const traceId = res.headers.get('x-sightline-trace-id')!;
+        const { request } = await capturedRequest(traceId);
+        assert.equal(request.http_status, 500, what);
+        assert.equal(request.error_type, 'internal_error', what);
+        assert.ok(logged.some((e) => e.fields.trace_id === traceId && (e.fields.err as { message: string }).message === 'a fault injected by the test'), what);
+      }
+    }
+  } finally {
+    router.match = match;
+  }
+  // The gateway goes on serving.
+  const ok = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'x' }] }) });
+  assert.equal(ok.status, 200);
+  await ok.arrayBuffer();
 });
 
 async function post(body: string | Buffer, headers: Record<string, string> = { 'content-type': 'application/json' }) {
