@@ -176,9 +176,18 @@ test('the gateway sent SIGTERM under load: in-flight requests complete, their sp
   assert.equal(exitCode, 0, gw.app.output);
   const answered = results.filter((r) => r.status === 200);
   assert.ok(answered.length >= 60, `answered ${answered.length}`);
-  // Requests sent after the listener closed were refused (never accepted); none was cut.
+  // Requests sent after the listener closed were refused (never accepted, status 0), or, on a
+  // connection already open, answered 503 shutting_down and captured; none was cut.
   assert.ok(results.every((r) => r.status === 200 || r.status === 503 || r.status === 0));
-  await assertExactlyOnce('f-term', answered);
+  const refused = results.filter((r) => r.status === 503);
+  await assertExactlyOnce('f-term', [...answered, ...refused]);
+  const errors = await store.query<{ error_type: string; n: string | number }>(
+    sql`SELECT error_type, count() AS n FROM ${table('sightline', 'requests')} FINAL WHERE instance LIKE ${'f-term-%'} AND http_status != 200 GROUP BY error_type`,
+  );
+  assert.deepEqual(
+    errors.map((e) => [e.error_type, Number(e.n)]),
+    refused.length === 0 ? [] : [['shutting_down', refused.length]],
+  );
 });
 
 test('the gateway killed with SIGKILL while its spool holds batches, restarted with NATS up: the spool is replayed', async () => {

@@ -166,7 +166,7 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     if (!url.startsWith('/v1/') || url.startsWith('/v1/models')) return done();
     begin(req, reply.raw, url);
     // Answered here, so `done` is not called: fastify then runs nothing more for it.
-    if (closing) return replyError(req, reply, new GatewayError('shutting_down', 'This gateway is shutting down; retry the request (a new connection reaches another replica).'));
+    if (closing) return replyError(req, reply, new GatewayError('shutting_down', 'This gateway is shutting down: retry the request on a new connection.'));
     done();
   });
 

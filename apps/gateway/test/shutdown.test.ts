@@ -112,7 +112,7 @@ test('while shutting down: the request in flight is answered; one that still com
   assert.equal(a2!.status, 503, ra);
   assert.equal(a2!.headers.connection, 'close');
   assert.deepEqual(JSON.parse(a2!.body), {
-    error: { message: 'This gateway is shutting down; retry the request (a new connection reaches another replica).', type: 'api_error', param: null, code: 'shutting_down' },
+    error: { message: 'This gateway is shutting down: retry the request on a new connection.', type: 'api_error', param: null, code: 'shutting_down' },
   });
 
   const [b1, b2, ...bMore] = responses(rb);
