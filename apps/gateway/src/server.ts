@@ -235,19 +235,25 @@ export function buildGateway(core: GatewayCore, listener: { http2?: boolean } = 
     res.setHeader('x-sightline-trace-id', rec.traceId);
     res.once('close', () => {
       rec.tFinish = now();
-      if (!res.writableFinished) {
-        rec.aborted = true;
-        if (rec.status === 0) rec.status = 499;
-        if (rec.errorType === '') {
-          rec.errorType = 'client_closed';
-          rec.errorMessage = 'the client closed the connection before the response was complete';
+      // A throw in an event listener would end the process: what this part throws is logged,
+      // and the record is captured all the same (capture.record itself never throws).
+      try {
+        if (!res.writableFinished) {
+          rec.aborted = true;
+          if (rec.status === 0) rec.status = 499;
+          if (rec.errorType === '') {
+            rec.errorType = 'client_closed';
+            rec.errorMessage = 'the client closed the connection before the response was complete';
+          }
+          const ex = req.exchange;
+          if (ex !== null) ex.clientGone();
         }
-        const ex = req.exchange;
-        if (ex !== null) ex.clientGone();
+        const ctl = req.controls;
+        if (ctl !== null) settleControls(core, rec, ctl);
+        metrics.observe(rec);
+      } catch (e) {
+        reportInternal(core.logger, rec, rec.method, new GatewayError('internal_error', 'internal error in the gateway after the response', null, { cause: e }));
       }
-      const ctl = req.controls;
-      if (ctl !== null) settleControls(core, rec, ctl);
-      metrics.observe(rec);
       if (capture !== null) capture.record(rec);
     });
   }

@@ -264,6 +264,30 @@ test('a fault in the route code is a 500 internal_error in the client\'s dialect
   await ok.arrayBuffer();
 });
 
+test('a fault after the response (the request\'s metrics) is logged; the request is captured and the gateway goes on serving', async () => {
+  const metrics = gw.core.metrics;
+  const observe = metrics.observe;
+  let faults = 0;
+  metrics.observe = function (...args: Parameters<typeof observe>) {
+    if (faults++ === 0) throw new Error('a fault injected by the test into the metrics');
+    return observe.apply(this, args);
+  };
+  try {
+    for (let i = 0; i < 2; i++) {
+      const res = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: `after ${i}` }] }) });
+      assert.equal(res.status, 200);
+      await res.arrayBuffer();
+      const traceId = res.headers.get('x-sightline-trace-id')!;
+      const { request } = await capturedRequest(traceId);
+      assert.equal(request.http_status, 200);
+      assert.equal(logged.some((e) => e.fields.trace_id === traceId && (e.fields.err as { message: string }).message === 'a fault injected by the test into the metrics'), i === 0, `request ${i}`);
+    }
+    assert.equal(faults, 2);
+  } finally {
+    metrics.observe = observe;
+  }
+});
+
 async function post(body: string | Buffer, headers: Record<string, string> = { 'content-type': 'application/json' }) {
   const res = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers, body });
   const json = (await res.json()) as { error: { message: string; type: string; param: string | null; code: string } };
