@@ -132,16 +132,20 @@ async function run(
   actual: (b: number) => number,
   settle: (g: NatsGovernor, v: Admitted, units: number) => void,
   limit: number,
-): Promise<Tally & { admitted: number }> {
+): Promise<Tally & { admitted: number; refused: Record<string, number> }> {
   const t: Tally = { inflight: 0, settled: 0, peak: 0 };
   let admitted = 0;
+  const refused: Record<string, number> = {};
   const random = seeded(7);
   await Promise.all(
     Array.from({ length: n }, async (_, i) => {
       const b = bound();
       const g = gs[i % gs.length]!;
       const v = await admitOrWait(g, a(i, b), clock.now);
-      if (!v.ok) return;
+      if (!v.ok) {
+        refused[v.reason] = (refused[v.reason] ?? 0) + 1;
+        return;
+      }
       admitted++;
       t.inflight += b;
       t.peak = Math.max(t.peak, t.inflight + t.settled);
@@ -153,7 +157,7 @@ async function run(
       settle(g, v, used);
     }),
   );
-  return { ...t, admitted };
+  return { ...t, admitted, refused };
 }
 
 test('tokens_per_minute 10 000, 4 governors, 200 requests at once with mixed reservations: reserved + used never exceeds the limit; the entry ends at the real count', async () => {
@@ -180,7 +184,7 @@ test('tokens_per_minute 10 000, 4 governors, 200 requests at once with mixed res
   }, 5000);
 });
 
-test('a budget of $0.05, 4 governors, 200 requests at once reserving $0.001 and costing less: spend never exceeds it; the entry ends at the real spend', async () => {
+test('a budget of $0.05, 4 governors, 200 requests at once reserving $0.001 and costing less: spend never exceeds it; the entry ends at the real spend', async (t) => {
   const clock = new TestClock(1);
   const gs = await governors(4, clock, { idleMs: 300 });
   const keyId = uid('key');
@@ -197,7 +201,14 @@ test('a budget of $0.05, 4 governors, 200 requests at once reserving $0.001 and 
     50_000_000,
   );
   assert.ok(r.settled <= 50_000_000, `spent ${r.settled / 1e9}`);
-  assert.ok(r.peak > 40_000_000, `the budget was used (peak reserved + spent $${r.peak / 1e9})`);
+  // Demand is four times the budget: the budget itself must have refused requests, and most
+  // of it must have been used. Not all of it is, with the budget leased out over four
+  // governors: on 3 December the peak was $0.0387–0.0431 in four runs (one a clean-clone CI
+  // run, which failed the former bound of $0.04), every refusal `exhausted`.
+  const seen = `peak reserved + spent $${r.peak / 1e9}, refused ${JSON.stringify(r.refused)}`;
+  t.diagnostic(seen);
+  assert.ok((r.refused.exhausted ?? 0) > 0, `the budget refused requests (${seen})`);
+  assert.ok(r.peak > 30_000_000, `the budget was used (${seen})`);
   await waitFor('reports and idle returns', async () => {
     const u = await usageOf(gs[0]!, { key: { id: keyId, limits: null, budget } }, clock, 'budget');
     return Math.round(u.used * 1e9) === r.settled && u.reserved === 0 && u.holders === 0;
