@@ -76,7 +76,7 @@ test('limits: a fault in the route after the wait for a lease is a 500 in the Op
       body: JSON.stringify({ model: 'gpt-fault', messages: [{ role: 'user', content: 'x' }] }),
       signal: AbortSignal.timeout(10_000),
     });
-    assert.equal(governor.status().waits - waits, 1, 'the request waited for a lease');
+    assert.ok(governor.status().waits - waits >= 1, 'the request waited for a lease');
     assert.equal(r.status, 500);
     const body = (await r.json()) as { error: { type: string; code: string; message: string } };
     assert.equal(body.error.type, 'api_error');
@@ -117,7 +117,7 @@ test('budget: a fault in the governor when asked again after the wait is a 500 i
       caught = e;
     }
     assert.equal(faults, 1, 'the fault was reached');
-    assert.equal(governor.status().waits - waits, 1, 'the request waited for a lease');
+    assert.ok(governor.status().waits - waits >= 1, 'the request waited for a lease');
     assert.ok(caught instanceof Anthropic.InternalServerError, String(caught));
     assert.equal(caught.status, 500);
     assert.equal((caught.error as { type: string; error: { type: string } }).type, 'error');

@@ -97,7 +97,17 @@ test('while shutting down: the request in flight is answered; one that still com
   await waitFor('the three first requests at the provider', async () => proxied() >= 3, 5000);
 
   const closed = gw.close(5000);
-  await new Promise((r) => setImmediate(r));
+  // Fastify closes its listener after its preClose hooks, which mark the gateway as closing:
+  // once a new connection is refused, the requests below come to a closing gateway.
+  const refusesConnections = (): Promise<boolean> =>
+    new Promise((resolve) => {
+      const s = connect(Number(port), '127.0.0.1', () => {
+        s.destroy();
+        resolve(false);
+      });
+      s.on('error', () => resolve(true));
+    });
+  await waitFor('the listener closed', refusesConnections, 5000, 10);
   // Behind each request in flight: a proxy request the fast path would take, or the health check.
   a.write(post('/v1/chat/completions', { model: 'gpt-4.1', messages: [{ role: 'user', content: 'second' }] }));
   b.write(post('/v1/messages', { model: 'claude-sonnet-4-6', max_tokens: 5, messages: [{ role: 'user', content: 'second' }] }));
