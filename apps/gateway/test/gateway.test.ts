@@ -264,6 +264,37 @@ test('a fault in the route code is a 500 internal_error in the client\'s dialect
   await ok.arrayBuffer();
 });
 
+test('a fault once the upstream exchange owns the response ends the connection; the request is captured and logged, and the gateway goes on serving', async () => {
+  // undici's dispatch has no input that throws synchronously: the fault is injected into the running gateway's pool.
+  const pool = gw.core.upstreams.get('mock')!.pool;
+  const dispatch = pool.dispatch;
+  let faults = 0;
+  pool.dispatch = function (...args: Parameters<typeof dispatch>) {
+    if (faults++ === 0) throw new Error('a fault injected by the test into the dispatch');
+    return dispatch.apply(this, args);
+  };
+  const before = mock.stats().requests - mock.stats().models;
+  try {
+    const sent = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'dispatch' }] }) }).then(
+      (r) => `answered ${r.status}`,
+      (e: unknown) => e,
+    );
+    // The exchange may still write to the response, so nothing is written: the connection ends.
+    assert.ok(sent instanceof TypeError, String(sent));
+    const entry = await waitFor('the fault logged', () => logged.some((e) => (e.fields.err as { message: string }).message === 'a fault injected by the test into the dispatch'), 5000).then(() => logged.find((e) => (e.fields.err as { message: string }).message === 'a fault injected by the test into the dispatch')!);
+    const { request } = await capturedRequest(entry.fields.trace_id as string);
+    assert.equal(request.http_status, 500);
+    assert.equal(request.error_type, 'internal_error');
+    assert.equal(mock.stats().requests - mock.stats().models, before, 'nothing reached the provider');
+  } finally {
+    pool.dispatch = dispatch;
+  }
+  const ok = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'x' }] }) });
+  assert.equal(ok.status, 200);
+  await ok.arrayBuffer();
+  assert.equal(faults, 1);
+});
+
 test('a fault after the response (the request\'s metrics) is logged; the request is captured and the gateway goes on serving', async () => {
   const metrics = gw.core.metrics;
   const observe = metrics.observe;
