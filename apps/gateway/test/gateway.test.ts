@@ -14,6 +14,7 @@ import { decodeBatch, SpanBuilder } from '@sightline/spans';
 import { startGateway, type GatewayHandle } from '@sightline/app-gateway';
 import { startMock, type MockServer } from '../../../bench/mock/server.js';
 import { waitFor, freePort } from '../../../test/support/servers.js';
+import { routerFault } from '../../../test/support/gateway-faults.js';
 
 const stageNames: readonly string[] = STAGES;
 const isStage = (s: SpanRow) => stageNames.includes(s.name);
@@ -230,13 +231,7 @@ test('the fast path and fastify answer alike: answers, errors, headers, records'
 });
 
 test('a fault in the route code is a 500 internal_error in the client\'s dialect on both paths, captured and logged', async () => {
-  // The router has no input that throws: the fault is injected into the running gateway's.
-  const router = gw.core.router;
-  const match = router.match;
-  router.match = function (model: string) {
-    if (model === 'gpt-fault') throw new Error('a fault injected by the test');
-    return match.call(this, model);
-  };
+  const undo = routerFault(gw, 'gpt-fault', 'a fault injected by the test');
   try {
     for (const path of ['/v1/chat/completions', '/v1/messages']) {
       for (const ct of ['application/json', 'text/plain']) {
@@ -256,7 +251,7 @@ test('a fault in the route code is a 500 internal_error in the client\'s dialect
       }
     }
   } finally {
-    router.match = match;
+    undo();
   }
   // The gateway goes on serving.
   const ok = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'x' }] }) });

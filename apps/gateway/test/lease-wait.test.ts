@@ -17,6 +17,7 @@ import { startGateway, type GatewayHandle } from '@sightline/app-gateway';
 import { startMock, type MockServer } from '../../../bench/mock/server.js';
 import { CapturedBus } from '../../../test/support/captured.js';
 import { NatsServer } from '../../../test/support/servers.js';
+import { routerFault } from '../../../test/support/gateway-faults.js';
 
 let nats: NatsServer;
 let mock: MockServer;
@@ -61,12 +62,7 @@ after(async () => {
 });
 
 test('limits: a fault in the route after the wait for a lease is a 500 in the OpenAI shape, captured and logged; the gateway goes on serving', async () => {
-  const router = gw.core.router;
-  const match = router.match;
-  router.match = function (model: string) {
-    if (model === 'gpt-fault') throw new Error('a fault injected by the test');
-    return match.call(this, model);
-  };
+  const undo = routerFault(gw, 'gpt-fault', 'a fault injected by the test');
   try {
     const k = await key('lease-limits', { limits: { requests_per_minute: 100 } });
     const waits = governor.status().waits;
@@ -91,7 +87,7 @@ test('limits: a fault in the route after the wait for a lease is a 500 in the Op
     const ok = await new OpenAI({ apiKey: k, baseURL: `${gw.url}/v1`, maxRetries: 0 }).chat.completions.create({ model: 'gpt-4.1', messages: [{ role: 'user', content: 'y' }] });
     assert.equal(ok.object, 'chat.completion');
   } finally {
-    router.match = match;
+    undo();
   }
 });
 
