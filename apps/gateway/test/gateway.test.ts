@@ -14,14 +14,14 @@ import { decodeBatch, SpanBuilder } from '@sightline/spans';
 import { startGateway, type GatewayHandle } from '@sightline/app-gateway';
 import { startMock, type MockServer } from '../../../bench/mock/server.js';
 import { waitFor, freePort } from '../../../test/support/servers.js';
-import { routerFault } from '../../../test/support/gateway-faults.js';
+import { LoggedErrors, routerFault } from '../../../test/support/gateway-faults.js';
 
 const stageNames: readonly string[] = STAGES;
 const isStage = (s: SpanRow) => stageNames.includes(s.name);
 
 let mock: MockServer;
 /** What the gateway `gw` logged as errors (a fault in its own code). */
-const logged: { fields: Record<string, unknown>; msg: string }[] = [];
+const logged = new LoggedErrors();
 let gw: GatewayHandle;
 let keyed: GatewayHandle;
 let bus: MemoryBus;
@@ -74,7 +74,7 @@ before(async () => {
   mock = await startMock({ chunks: 4 });
   bus = new MemoryBus();
   keyedBus = new MemoryBus();
-  gw = await startGateway({ config: config(mock.url), publisher: bus, instance: 'gw-test', logger: { error: (fields, msg) => logged.push({ fields, msg }) } });
+  gw = await startGateway({ config: config(mock.url), publisher: bus, instance: 'gw-test', logger: logged.logger });
   keyed = await startGateway({ config: config(mock.url, ', api_key: "sk-configured"'), publisher: keyedBus, instance: 'gw-keyed' });
 });
 
@@ -247,7 +247,7 @@ test('a fault in the route code is a 500 internal_error in the client\'s dialect
         const { request } = await capturedRequest(traceId);
         assert.equal(request.http_status, 500, what);
         assert.equal(request.error_type, 'internal_error', what);
-        assert.ok(logged.some((e) => e.fields.trace_id === traceId && (e.fields.err as { message: string }).message === 'a fault injected by the test'), what);
+        assert.ok(logged.fault('a fault injected by the test', traceId) !== undefined, what);
       }
     }
   } finally {
@@ -276,7 +276,8 @@ test('a fault once the upstream exchange owns the response ends the connection; 
     );
     // The exchange may still write to the response, so nothing is written: the connection ends.
     assert.ok(sent instanceof TypeError, String(sent));
-    const entry = await waitFor('the fault logged', () => logged.some((e) => (e.fields.err as { message: string }).message === 'a fault injected by the test into the dispatch'), 5000).then(() => logged.find((e) => (e.fields.err as { message: string }).message === 'a fault injected by the test into the dispatch')!);
+    await waitFor('the fault logged', () => logged.fault('a fault injected by the test into the dispatch') !== undefined, 5000);
+    const entry = logged.fault('a fault injected by the test into the dispatch')!;
     const { request } = await capturedRequest(entry.fields.trace_id as string);
     assert.equal(request.http_status, 500);
     assert.equal(request.error_type, 'internal_error');
@@ -306,7 +307,7 @@ test('a fault after the response (the request\'s metrics) is logged; the request
       const traceId = res.headers.get('x-sightline-trace-id')!;
       const { request } = await capturedRequest(traceId);
       assert.equal(request.http_status, 200);
-      assert.equal(logged.some((e) => e.fields.trace_id === traceId && (e.fields.err as { message: string }).message === 'a fault injected by the test into the metrics'), i === 0, `request ${i}`);
+      assert.equal(logged.fault('a fault injected by the test into the metrics', traceId) !== undefined, i === 0, `request ${i}`);
     }
     assert.equal(faults, 2);
   } finally {

@@ -11,13 +11,14 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { parseConfig } from '@sightline/config';
-import { KeyHasher, MemoryDirectory, parseKeyInput } from '@sightline/directory';
+import { KeyHasher, MemoryDirectory } from '@sightline/directory';
 import { NatsGovernor, type Admission, type Verdict } from '@sightline/controls';
 import { startGateway, type GatewayHandle } from '@sightline/app-gateway';
 import { startMock, type MockServer } from '../../../bench/mock/server.js';
 import { CapturedBus } from '../../../test/support/captured.js';
 import { NatsServer } from '../../../test/support/servers.js';
-import { routerFault } from '../../../test/support/gateway-faults.js';
+import { LoggedErrors, routerFault } from '../../../test/support/gateway-faults.js';
+import { gatewayKey } from '../../../test/support/keys.js';
 
 let nats: NatsServer;
 let mock: MockServer;
@@ -25,12 +26,8 @@ let gw: GatewayHandle;
 let governor: NatsGovernor;
 const cap = new CapturedBus();
 const directory = new MemoryDirectory({ hasher: new KeyHasher('lease-wait-test-hashing-secret') });
-const errors: { fields: Record<string, unknown>; msg: string }[] = [];
-
-async function key(team: string, extra: Record<string, unknown>): Promise<string> {
-  const now = Date.now();
-  return (await directory.createKey(parseKeyInput({ team, name: 'k', scopes: ['gateway'], ...extra }, now), now)).secret;
-}
+const errors = new LoggedErrors();
+const key = (team: string, extra: Record<string, unknown>): Promise<string> => gatewayKey(directory, team, extra);
 
 before(async () => {
   nats = await NatsServer.start();
@@ -51,7 +48,7 @@ capture: { flush_interval_ms: 5 }
 `,
     'lease-wait.yaml',
   );
-  gw = await startGateway({ config, publisher: cap.bus, instance: 'gw-lease-wait', directory, governor, log: () => {}, logger: { error: (fields, msg) => errors.push({ fields, msg }) } });
+  gw = await startGateway({ config, publisher: cap.bus, instance: 'gw-lease-wait', directory, governor, log: () => {}, logger: errors.logger });
 });
 
 after(async () => {
@@ -81,7 +78,7 @@ test('limits: a fault in the route after the wait for a lease is a 500 in the Op
     const rec = await cap.record(traceId);
     assert.equal(rec.status, 500);
     assert.equal(rec.errorType, 'internal_error');
-    assert.ok(errors.some((e) => e.fields.trace_id === traceId && (e.fields.err as { message: string }).message === 'a fault injected by the test'), JSON.stringify(errors));
+    assert.ok(errors.fault('a fault injected by the test', traceId) !== undefined, JSON.stringify(errors.entries));
 
     // The same key, its lease now in hand, and a model the router knows: served.
     const ok = await new OpenAI({ apiKey: k, baseURL: `${gw.url}/v1`, maxRetries: 0 }).chat.completions.create({ model: 'gpt-4.1', messages: [{ role: 'user', content: 'y' }] });

@@ -8,12 +8,13 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { parseConfig } from '@sightline/config';
-import { KeyHasher, MemoryDirectory, parseKeyInput, type TeamSettings } from '@sightline/directory';
+import { KeyHasher, MemoryDirectory, type TeamSettings } from '@sightline/directory';
 import { MemoryGovernor } from '@sightline/controls';
 import { MemoryResponseCache } from '@sightline/cache';
 import { startGateway, type GatewayHandle } from '@sightline/app-gateway';
 import { startMock, type MockServer } from '../../../bench/mock/server.js';
 import { CapturedBus } from '../../../test/support/captured.js';
+import { gatewayKey } from '../../../test/support/keys.js';
 
 let mock: MockServer;
 let gw: GatewayHandle;
@@ -21,11 +22,7 @@ const cap = new CapturedBus();
 const directory = new MemoryDirectory({ hasher: new KeyHasher('limits-test-hashing-secret') });
 const governor = new MemoryGovernor({});
 
-async function key(team: string, extra: Record<string, unknown> = {}, settings: TeamSettings | null = null): Promise<string> {
-  const now = Date.now();
-  if (settings !== null) await directory.putTeam(team, settings, now);
-  return (await directory.createKey(parseKeyInput({ team, name: 'k', scopes: ['gateway'], ...extra }, now), now)).secret;
-}
+const key = (team: string, extra: Record<string, unknown> = {}, settings: TeamSettings | null = null): Promise<string> => gatewayKey(directory, team, extra, settings);
 
 before(async () => {
   mock = await startMock({ chunks: 3 });
